@@ -1,0 +1,80 @@
+"""Frozen views of a tuning run: what schedulers and stop rules decide from.
+
+A :class:`Snapshot` is an immutable value built by the session after every slot. It holds, per task, the
+static facts (weight, FLOPs, default latency) and what tuning has found so far (best latency after each
+of the task's slots, trials and failures used, whether the task is finished), plus the run-wide counters.
+Nothing in here touches TVM, so every decision made from a snapshot can be tested and replayed without it.
+
+Latencies are in seconds; ``math.inf`` means "no valid measurement yet".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """One task as a scheduler sees it.
+
+    ``best_history[i]`` is the task's best measured latency after its ``i``-th slot (so it is
+    non-increasing, ``inf`` until a candidate ran), and ``trials_history[i]`` the task's trials after it.
+    """
+
+    index: int
+    name: str
+    weight: int
+    flops: float
+    default_latency: float
+    best_history: tuple[float, ...] = ()
+    trials_history: tuple[int, ...] = ()
+    trials: int = 0
+    failures: int = 0
+    finished: bool = False
+
+    @property
+    def slots(self) -> int:
+        """How many slots this task has had."""
+        return len(self.best_history)
+
+    @property
+    def best(self) -> float:
+        """Best measured latency so far (``inf`` when none is valid)."""
+        return self.best_history[-1] if self.best_history else math.inf
+
+    @property
+    def current_latency(self) -> float:
+        """The latency this task contributes now: its best, or its default latency while untuned."""
+        return min(self.best, self.default_latency)
+
+    @property
+    def gflops(self) -> float:
+        """Throughput of the best measured schedule (0 while none is valid)."""
+        return self.flops / self.best / 1e9 if math.isfinite(self.best) and self.best > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The whole run at one instant: tasks, counters and the budget they are measured against.
+
+    ``per_task_trials`` and ``max_trials`` are ``None`` when that budget is not set.
+    """
+
+    tasks: tuple[TaskView, ...]
+    elapsed: float = 0.0
+    trials: int = 0
+    slot: int = 0
+    trials_per_slot: int = 16
+    max_trials: int | None = None
+    per_task_trials: int | None = None
+    history: tuple[tuple[float, float], ...] = field(default=())  # (elapsed s, estimated model latency s)
+
+    @property
+    def live(self) -> tuple[TaskView, ...]:
+        """Tasks that may still be chosen."""
+        return tuple(t for t in self.tasks if not t.finished)
+
+    def estimated_latency(self) -> float:
+        """Model latency estimate: the weighted sum of each task's current latency."""
+        return sum(t.weight * t.current_latency for t in self.tasks)
