@@ -1,3 +1,22 @@
-"""tunewise: fast, cheap deep-learning model tuning on Apache TVM MetaSchedule and Relax."""
+"""tunewise: fast, cheap deep-learning model tuning on Apache TVM MetaSchedule and Relax.
 
+>>> import tunewise
+>>> result = tunewise.tune("tiny-mlp", budget=tunewise.Budget(max_trials=32))  # doctest: +SKIP
+>>> model = tunewise.load(result.artifact)                                      # doctest: +SKIP
+
+The names below are imported on first use, so ``import tunewise.runtime`` (or the schedulers) does not pay
+for TVM's import.
+"""
+
+import importlib
+
+__all__ = ["Budget", "load", "tune"]
 __version__ = "0.1.0"
+
+_LAZY = {"Budget": "tunewise.session", "load": "tunewise.compile", "tune": "tunewise.workflow"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'tunewise' has no attribute {name!r}")

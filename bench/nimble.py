@@ -1,0 +1,219 @@
+"""Nimble benchmark: batch-1 inference latency of zoo models and a MobileNetV2 training step, on one GPU.
+
+Run by hand on a CUDA machine, never in CI:
+
+    python bench/nimble.py --out results.json
+
+Inference modes: ``eager`` PyTorch; ``compile``, torch.compile(mode="reduce-overhead"); ``cudagraph``, the
+plain model captured into one CUDA graph on a single stream; ``tunewise``, tunewise.runtime.aot (the
+multi-stream plan captured into one CUDA graph). Training modes (MobileNetV2, batch 32, SGD): ``eager``,
+``cudagraph`` (torch.cuda.make_graphed_callables of the plain model) and ``tunewise``
+(tunewise.runtime.aot_training).
+
+Every latency is the median over ``--runs`` calls timed with CUDA events, after ``--warmup`` calls; graph
+modes copy their inputs in and (inference) clone their outputs, as a caller would. Every mode's outputs (or
+first-step gradients) are compared with eager ones. Results go to the JSON file ``--out``, and a table is
+printed. A mode that fails is recorded with its error and the others still run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from tunewise import zoo
+from tunewise.runtime import aot, aot_training
+
+MODELS = ["resnet18", "mobilenetv2", "squeezenet1.1", "vgg11", "transformer", "inception-cells"]
+INFERENCE_MODES = ["eager", "compile", "cudagraph", "tunewise"]
+TRAINING_MODES = ["eager", "cudagraph", "tunewise"]
+
+
+def median_ms(step: Callable[[], object], runs: int, warmup: int) -> float:
+    """Median GPU time of ``step()`` in milliseconds, each call between two CUDA events."""
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(runs):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def single_stream_graph(model: nn.Module, x: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The plain model captured into one CUDA graph on one stream, with a static input buffer."""
+    static_x = x.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            model(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = model(static_x)
+
+    def run(inputs: torch.Tensor) -> torch.Tensor:
+        static_x.copy_(inputs)
+        graph.replay()
+        return static_out.clone()
+
+    return run
+
+
+def inference_runner(mode: str, model: nn.Module, x: torch.Tensor, merge: bool):
+    """A callable for ``mode`` and what it reports about itself (preparation time, stream plan)."""
+    start = time.perf_counter()
+    info: dict = {}
+    if mode == "eager":
+        run = model
+    elif mode == "compile":
+        compiled = torch.compile(model, mode="reduce-overhead")
+
+        def run(inputs):
+            return compiled(inputs).clone()
+
+        for _ in range(3):  # compilation and cudagraph-tree recording happen in the first calls
+            run(x)
+    elif mode == "cudagraph":
+        run = single_stream_graph(model, x)
+    else:
+        run = aot(model, (x,), merge=merge)
+        plan = run.plan
+        info["plan"] = {"operators": len(plan.order), "streams": len(plan.streams), "syncs": len(plan.syncs),
+                        "width": plan.width}
+    torch.cuda.synchronize()
+    info["prepare_s"] = time.perf_counter() - start
+    return run, info
+
+
+def bench_inference(name: str, args: argparse.Namespace) -> dict:
+    model, (x,) = zoo.get(name)
+    model, x = model.cuda().eval(), x.cuda()
+    results = {}
+    with torch.no_grad():
+        reference = model(x)
+        for mode in INFERENCE_MODES:
+            try:
+                run, info = inference_runner(mode, model, x, args.merge)
+                error = (run(x) - reference).abs().max().item()
+                info |= {"median_ms": median_ms(lambda run=run: run(x), args.runs, args.warmup),
+                         "max_abs_err": error, "ok": error <= 1e-2 * max(1.0, reference.abs().max().item())}
+            except Exception as err:  # a benchmark reports a failing mode and goes on with the others
+                info = {"error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"}
+            results[mode] = info
+            torch.cuda.synchronize()
+    return results
+
+
+def bench_training(args: argparse.Namespace) -> dict:
+    base, _ = zoo.get("mobilenetv2")
+    base = base.cuda().train()
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(args.batch, 3, 224, 224, device="cuda", generator=generator)
+    labels = torch.randint(0, 1000, (args.batch,), device="cuda", generator=generator)
+    loss_fn = nn.CrossEntropyLoss()
+    reference_grads = None
+    results = {}
+    for mode in TRAINING_MODES:
+        try:
+            model = copy.deepcopy(base)
+            start = time.perf_counter()
+            if mode == "eager":
+                forward = model
+            elif mode == "cudagraph":
+                forward = torch.cuda.make_graphed_callables(model, (x,))
+            else:
+                forward = aot_training(model, (x,), merge=args.merge)
+            torch.cuda.synchronize()
+            info = {"prepare_s": time.perf_counter() - start}
+            loss_fn(forward(x), labels).backward()
+            grads = [p.grad.detach().clone() for p in model.parameters()]
+            reference_grads = reference_grads or grads
+            info["max_rel_grad_err"] = max(((g - r).abs().max() / r.abs().max().clamp_min(1e-12)).item()
+                                           for g, r in zip(grads, reference_grads, strict=True))
+            optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+
+            def step(forward=forward, model=model, optimizer=optimizer):
+                model.zero_grad(set_to_none=False)
+                loss_fn(forward(x), labels).backward()
+                optimizer.step()
+
+            info["median_ms"] = median_ms(step, max(args.runs // 4, 10), max(args.warmup // 4, 3))
+        except Exception as err:  # a benchmark reports a failing mode and goes on with the others
+            info = {"error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"}
+        results[mode] = info
+    return {"model": "mobilenetv2", "batch": args.batch, "modes": results}
+
+
+def cell(info: dict) -> str:
+    if "error" in info:
+        return "error"
+    return f"{info['median_ms']:.3f}" + ("" if info.get("ok", True) else " (wrong)")
+
+
+def print_table(inference: dict, training: dict | None) -> None:
+    header = f"{'model':<16}" + "".join(f"{mode + ' ms':>16}" for mode in INFERENCE_MODES)
+    print(header + f"{'tunewise speedup':>18}{'streams':>9}{'width':>7}")
+    for name, modes in inference.items():
+        row = f"{name:<16}" + "".join(f"{cell(modes[mode]):>16}" for mode in INFERENCE_MODES)
+        tw, eager = modes["tunewise"], modes["eager"]
+        speedup = eager["median_ms"] / tw["median_ms"] if "error" not in tw and "error" not in eager else None
+        plan = tw.get("plan", {})
+        row += f"{f'{speedup:.2f}x' if speedup else '-':>18}"
+        row += f"{plan.get('streams', '-'):>9}{plan.get('width', '-'):>7}"
+        print(row)
+    if training:
+        print(f"\ntraining step, {training['model']} batch {training['batch']}:")
+        for mode, info in training["modes"].items():
+            if "error" in info:
+                print(f"  {mode:<10} {info['error']}")
+            else:
+                grad_err = info["max_rel_grad_err"]
+                print(f"  {mode:<10}{cell(info):>12} ms  (max relative grad error {grad_err:.1e})")
+    for name, modes in inference.items():
+        for mode, info in modes.items():
+            if "error" in info:
+                print(f"{name} {mode}: {info['error']}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="where to write the JSON results")
+    parser.add_argument("--models", nargs="+", default=MODELS, help="zoo models to time at batch 1")
+    parser.add_argument("--runs", type=int, default=200, help="timed calls per inference mode")
+    parser.add_argument("--warmup", type=int, default=20, help="untimed calls before timing")
+    parser.add_argument("--batch", type=int, default=32, help="training batch size")
+    parser.add_argument("--merge", action="store_true", help="merge stream chains in the tunewise modes")
+    parser.add_argument("--skip-training", action="store_true", help="time inference only")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("bench/nimble.py needs a CUDA GPU, and torch.cuda.is_available() is False here; "
+                 "the CPU tests in tests/runtime cover the stream plans")
+    inference = {}
+    for name in args.models:
+        print(f"timing {name} ...", file=sys.stderr)
+        inference[name] = bench_inference(name, args)
+    training = None if args.skip_training else bench_training(args)
+    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "runs": args.runs,
+               "warmup": args.warmup, "merge": args.merge, "inference": inference, "training": training}
+    with open(args.out, "w") as f:
+        json.dump(results, f, indent=2)
+    print_table(inference, training)
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""Compile with the tuned records, check the outputs, save and load self-contained artifacts.
+
+An artifact is a folder holding ``model.so`` (the exported Relax VM executable) and ``metadata.json``
+(model, target, input and output shapes and dtypes, measured latencies, tuning summary). Loading needs TVM
+but neither the model source nor the records.
+
+Only records that beat the task's default schedule are applied: a tuned record slower than the untuned
+operator (it happens on tiny operators) is left out, so tuning never makes the model slower.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from dataclasses import dataclass
+
+import numpy as np
+
+from tunewise.errors import InputError, VerificationError
+
+METADATA = "metadata.json"
+LIBRARY = "model.so"
+
+
+def best_records_database(model, database):
+    """A database with, per task, its best record if that beats the task's default latency."""
+    from tvm.s_tir import meta_schedule as ms
+
+    chosen = ms.database.MemoryDatabase()
+    for task, mod in zip(model.tasks, model.task_mods, strict=True):
+        if not database.has_workload(mod):
+            continue
+        top = database.get_top_k(database.commit_workload(mod), 1)
+        if top and top[0].run_secs:
+            latency = sum(float(s) for s in top[0].run_secs) / len(top[0].run_secs)
+            if latency < task.default_latency:
+                workload = chosen.commit_workload(mod)
+                chosen.commit_tuning_record(ms.database.TuningRecord(
+                    top[0].trace, workload, top[0].run_secs, top[0].target, top[0].args_info))
+    return chosen
+
+
+def build(model, database=None):
+    """Compile an :class:`~tunewise.tasks.ExtractedModel`; with ``database``, apply its best records."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunewise import tvm_env
+
+    tvm_env.prepare(model.target.kind.name)
+    chosen = best_records_database(model, database) if database is not None else ms.database.MemoryDatabase()
+    return ms.relax_integration.compile_relax(chosen, model.mod, model.target, params=None)
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Latency statistics in seconds over ``repeat`` timed repeats."""
+
+    median: float
+    mean: float
+    minimum: float
+    repeats: int
+
+
+class CompiledModel:
+    """A compiled model on its device: call it with numpy arrays, time it, save it."""
+
+    def __init__(self, executable, target, metadata: dict | None = None):
+        import tvm
+        from tvm import relax
+
+        self.executable = executable
+        self.target = target
+        self.metadata = dict(metadata or {})
+        self.device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
+        self.vm = relax.VirtualMachine(executable, self.device)
+
+    def _to_device(self, inputs):
+        import tvm
+
+        return [tvm.runtime.tensor(np.ascontiguousarray(x), self.device) for x in inputs]
+
+    def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+        out = self.vm["main"](*self._to_device(inputs))
+        return _flatten(out)
+
+    def time(self, *inputs: np.ndarray, repeat: int = 10, min_repeat_ms: int = 200) -> Latency:
+        """Latency of one call, from ``repeat`` repeats of at least ``min_repeat_ms`` each (after a warm-up)."""
+        evaluator = self.vm.time_evaluator("main", self.device, number=1, repeat=repeat,
+                                           min_repeat_ms=min_repeat_ms)
+        results = list(evaluator(*self._to_device(inputs)).results)
+        return Latency(statistics.median(results), statistics.fmean(results), min(results), len(results))
+
+    def save(self, path: str) -> str:
+        """Write the artifact folder ``path`` (created if needed); returns it."""
+        os.makedirs(path, exist_ok=True)
+        self.executable.export_library(os.path.join(path, LIBRARY))
+        with open(os.path.join(path, METADATA), "w") as f:
+            json.dump({**self.metadata, "target": json.loads(str(self.target))}, f, indent=2, default=_jsonable)
+        return path
+
+
+def _jsonable(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    return str(value)
+
+
+def _flatten(out) -> tuple[np.ndarray, ...]:
+    if hasattr(out, "numpy"):
+        return (out.numpy(),)
+    flat: list[np.ndarray] = []
+    for item in out:
+        flat.extend(_flatten(item))
+    return tuple(flat)
+
+
+def load(path: str) -> CompiledModel:
+    """Load an artifact folder written by :meth:`CompiledModel.save`."""
+    import tvm
+
+    library, metadata_path = os.path.join(path, LIBRARY), os.path.join(path, METADATA)
+    if not (os.path.isfile(library) and os.path.isfile(metadata_path)):
+        raise InputError(f"{path} is not a tunewise artifact (expected {LIBRARY} and {METADATA} in it)")
+    with open(metadata_path) as f:
+        try:
+            metadata = json.load(f)
+        except json.JSONDecodeError:
+            raise InputError(f"{metadata_path} is corrupt") from None
+    target = tvm.target.Target(metadata["target"])
+    return CompiledModel(tvm.runtime.load_module(library), target, metadata)
+
+
+def verify(compiled: CompiledModel, inputs, reference, *, rtol: float = 1e-3, atol: float = 1e-4) -> float:
+    """Check ``compiled(*inputs)`` against ``reference``; returns the largest error relative to the output scale.
+
+    Raises :class:`VerificationError` when an output's shape differs or some element is off by more than
+    ``atol * scale + rtol * |expected|``, where ``scale`` is the largest magnitude of that reference output.
+    """
+    outputs = compiled(*inputs)
+    if len(outputs) != len(reference):
+        raise VerificationError(f"compiled model returns {len(outputs)} outputs, reference {len(reference)}")
+    worst = 0.0
+    for i, (got, want) in enumerate(zip(outputs, reference, strict=True)):
+        if got.shape != want.shape:
+            raise VerificationError(f"output {i} has shape {got.shape}, reference {want.shape}")
+        scale = max(float(np.max(np.abs(want))), 1e-30) if want.size else 1.0
+        error = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        if np.any(error > atol * scale + rtol * np.abs(want)) or not np.all(np.isfinite(got)):
+            raise VerificationError(f"output {i} differs from the reference: max error {error.max():.3g} "
+                                    f"(scale {scale:.3g})")
+        worst = max(worst, float(error.max()) / scale if error.size else 0.0)
+    return worst
+
+
+def io_metadata(inputs, outputs) -> dict:
+    """Shapes and dtypes of inputs and outputs, for the artifact's metadata."""
+    return {"inputs": [{"shape": list(x.shape), "dtype": str(x.dtype)} for x in inputs],
+            "outputs": [{"shape": list(y.shape), "dtype": str(y.dtype)} for y in outputs]}

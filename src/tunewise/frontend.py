@@ -1,0 +1,223 @@
+"""Model import: a ``torch.nn.Module``, a saved ``ExportedProgram`` (``.pt2``), or an ``.onnx`` file.
+
+Every path ends in an :class:`ImportedModel`: the Relax module with the weights embedded as constants, the
+example inputs, and the reference outputs computed by the source framework (torch, or onnxruntime for ONNX)
+on those inputs, which the compiled model is checked against before anything is saved.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from tunewise.errors import InputError, ModelImportError
+
+
+@dataclass(frozen=True)
+class ImportedModel:
+    """A model ready for graph passes and tuning."""
+
+    name: str
+    mod: object  # tvm.IRModule with a Relax "main"
+    inputs: tuple[np.ndarray, ...]
+    reference_outputs: tuple[np.ndarray, ...]
+
+    @property
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(x.shape for x in self.inputs)
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _as_numpy_outputs(out) -> tuple[np.ndarray, ...]:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        out = (out,)
+    flat = []
+    for item in out:
+        if isinstance(item, (tuple, list)):
+            flat.extend(_as_numpy_outputs(item))
+        else:
+            flat.append(item.detach().cpu().numpy())
+    return tuple(flat)
+
+
+def _check_static(ep) -> None:
+    dynamic = []
+    for node in ep.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        val = node.meta.get("val")
+        shape = getattr(val, "shape", ())
+        if any(not isinstance(d, int) for d in shape):
+            dynamic.append(f"{node.name}{tuple(str(d) for d in shape)}")
+    if dynamic:
+        raise ModelImportError(f"dynamic shapes are not supported: {', '.join(dynamic)}; export with static shapes")
+
+
+def _relax_from_exported(ep, name: str):
+    from tvm.relax.frontend.torch import from_exported_program
+
+    _check_static(ep)
+    try:
+        return from_exported_program(ep)
+    except AssertionError as err:  # the torch frontend reports unsupported operators this way
+        raise ModelImportError(f"cannot import {name}: {_first_line(err)}") from None
+    except (KeyError, NotImplementedError, ValueError, TypeError) as err:
+        raise ModelImportError(f"cannot import {name}: {type(err).__name__}: {err}") from None
+
+
+def from_torch(model, example_inputs, *, name: str = "model") -> ImportedModel:
+    """Import ``model`` traced with ``torch.export`` on ``example_inputs`` (a tensor or tuple of tensors)."""
+    import torch
+
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    model = model.eval()
+    with torch.no_grad():
+        reference = _as_numpy_outputs(model(*example_inputs))
+        try:
+            ep = torch.export.export(model, tuple(example_inputs))
+        except Exception as err:  # torch.export raises many types; the first line says what failed
+            raise ModelImportError(f"torch.export failed for {name}: {_first_line(err)}") from None
+    mod = _relax_from_exported(ep, name)
+    inputs = tuple(x.detach().cpu().numpy() for x in example_inputs)
+    return ImportedModel(name, mod, inputs, reference)
+
+
+def _example_input(spec, generator: np.random.Generator) -> np.ndarray:
+    shape = tuple(int(d) for d in spec.shape)
+    if np.issubdtype(spec.dtype, np.integer):
+        return generator.integers(0, 2, size=shape).astype(spec.dtype)
+    return generator.standard_normal(shape).astype(spec.dtype)
+
+
+def from_exported_program_file(path: str, *, seed: int = 0) -> ImportedModel:
+    """Import a ``torch.export.save``d program; inputs are its saved example inputs or seeded random ones."""
+    import torch
+
+    name = os.path.splitext(os.path.basename(path))[0]
+    try:
+        ep = torch.export.load(path)
+    except Exception as err:
+        raise ModelImportError(f"cannot read exported program {path}: {_first_line(err)}") from None
+    _check_static(ep)
+    saved = getattr(ep, "example_inputs", None)
+    if saved and saved[0]:
+        example = tuple(saved[0])
+    else:
+        generator = np.random.default_rng(seed)
+        user_inputs = [n for n in ep.graph.nodes if n.op == "placeholder"
+                       and n.name in ep.graph_signature.user_inputs]
+        example = tuple(torch.from_numpy(_example_input(n.meta["val"].numpy(), generator))
+                        for n in user_inputs)
+    with torch.no_grad():
+        reference = _as_numpy_outputs(ep.module()(*example))
+    mod = _relax_from_exported(ep, name)
+    return ImportedModel(name, mod, tuple(x.numpy() for x in example), reference)
+
+
+def _onnx_input_shapes(model, overrides: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    initializers = {i.name for i in model.graph.initializer}
+    unknown = set(overrides) - {i.name for i in model.graph.input if i.name not in initializers}
+    if unknown:
+        raise InputError(f"--input-shape names unknown ONNX inputs: {', '.join(sorted(unknown))}")
+    shapes = {}
+    for inp in model.graph.input:
+        if inp.name in initializers:
+            continue
+        if inp.name in overrides:
+            shapes[inp.name] = overrides[inp.name]
+            continue
+        dims = inp.type.tensor_type.shape.dim
+        if any(not d.HasField("dim_value") for d in dims):
+            symbolic = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
+            raise ModelImportError(f"ONNX input {inp.name!r} has dynamic shape {symbolic}; "
+                                   f"give it with --input-shape {inp.name}=1,3,224,224")
+        shapes[inp.name] = tuple(d.dim_value for d in dims)
+    return shapes
+
+
+def from_onnx_file(path: str, *, input_shapes: dict[str, tuple[int, ...]] | None = None,
+                   seed: int = 0) -> ImportedModel:
+    """Import an ONNX model; reference outputs come from onnxruntime on seeded random inputs."""
+    import onnx
+    import onnxruntime
+    from tvm.relax.frontend.onnx import from_onnx
+
+    name = os.path.splitext(os.path.basename(path))[0]
+    try:
+        model = onnx.load(path)
+        onnx.checker.check_model(model)
+    except Exception as err:
+        raise ModelImportError(f"{path} is not a valid ONNX model: {_first_line(err)}") from None
+    shapes = _onnx_input_shapes(model, input_shapes or {})
+    try:
+        session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as err:  # onnxruntime's own error types; the message names the problem
+        raise ModelImportError(f"onnxruntime cannot load {path}: {_first_line(err)}") from None
+    generator = np.random.default_rng(seed)
+    feeds = {}
+    for inp in session.get_inputs():
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(
+            next(i for i in model.graph.input if i.name == inp.name).type.tensor_type.elem_type))
+        feeds[inp.name] = _example_input(np.empty(shapes[inp.name], dtype=dtype), generator)
+    reference = tuple(session.run(None, feeds))
+    dtypes = {k: str(v.dtype) for k, v in feeds.items()}
+    try:
+        mod = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
+    except Exception as err:
+        raise ModelImportError(f"cannot import {path}: {_first_line(err)}") from None
+    return ImportedModel(name, mod, tuple(feeds[k] for k in shapes), reference)
+
+
+def parse_input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
+    """Parse ``["x=1,3,224,224", ...]`` into ``{"x": (1, 3, 224, 224)}``."""
+    shapes = {}
+    for spec in specs:
+        name, _, dims = spec.partition("=")
+        try:
+            shapes[name] = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            raise InputError(f"bad --input-shape {spec!r}: expected NAME=D1,D2,...") from None
+        if not name or any(d <= 0 for d in shapes[name]):
+            raise InputError(f"bad --input-shape {spec!r}: expected NAME=D1,D2,... with positive sizes")
+    return shapes
+
+
+def load(source, *, example_inputs=None, input_shapes: dict | None = None, seed: int = 0) -> ImportedModel:
+    """Import from a zoo name, a file path (``.pt2``, ``.onnx``), or a ``torch.nn.Module`` + example inputs."""
+    from tunewise import zoo
+
+    if not isinstance(source, str):
+        if example_inputs is None:
+            raise InputError("a torch module needs example_inputs")
+        return from_torch(source, example_inputs, name=type(source).__name__.lower())
+    if source in zoo.MODELS:
+        model, inputs = zoo.get(source, seed=seed)
+        return from_torch(model, inputs, name=source)
+    check_source(source)
+    if source.endswith(".onnx"):
+        return from_onnx_file(source, input_shapes=input_shapes, seed=seed)
+    return from_exported_program_file(source, seed=seed)
+
+
+def check_source(source: str) -> None:
+    """Raise :class:`InputError` unless ``source`` names a zoo model or an existing ``.onnx``/``.pt2`` file."""
+    from tunewise import zoo
+
+    if source in zoo.MODELS:
+        return
+    if source.endswith((".onnx", ".pt2")):
+        if not os.path.isfile(source):
+            raise InputError(f"no such model file: {source}")
+        return
+    if os.path.exists(source):
+        raise InputError(f"unsupported model file {source}: expected .onnx or .pt2")
+    raise InputError(f"unknown model {source!r}: not a file, and not a zoo model ({', '.join(zoo.MODELS)})")

@@ -1,0 +1,152 @@
+"""Building and measuring candidates: a persistent builder pool and MetaSchedule's local runner.
+
+The stock ``LocalBuilder`` starts a fresh process pool for every batch and each fresh worker imports all
+tensor intrinsics (40-70 s here), so every build times out. :class:`BuilderPool` starts its workers once per
+run; they import TVM (5 s) and nothing else, and build with :func:`tunewise.tvm_env.build_candidate`.
+Candidates are measured one by one by MetaSchedule's ``LocalRunner`` (a persistent worker process), so each
+trial gets its own run seconds.
+
+With ``overlap=True`` a candidate is measured as soon as it is built while the rest of the batch is still
+building. On a machine whose cores the measured kernel also uses this disturbs the timing: see the README
+for the measurement, and leave it off there.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+import shutil
+import time
+from dataclasses import dataclass
+
+from tunewise.target import device_type
+
+BUILD_ERROR, RUN_ERROR, TIMEOUT = "build", "run", "timeout"
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    """How candidates are measured (MetaSchedule's ``EvaluatorConfig`` plus time limits)."""
+
+    number: int = 3
+    repeat: int = 1
+    min_repeat_ms: int = 100
+    enable_cpu_cache_flush: bool = False
+    build_timeout: float = 30.0
+    run_timeout: float = 30.0
+    builder_workers: int = 0  # 0: one per core
+    overlap: bool = False
+
+    def evaluator(self):
+        from tvm.s_tir.meta_schedule.runner import EvaluatorConfig
+
+        return EvaluatorConfig(number=self.number, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms,
+                               enable_cpu_cache_flush=self.enable_cpu_cache_flush)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One candidate's outcome. ``run_secs`` is empty when ``error`` (build, run or timeout) is set."""
+
+    run_secs: tuple[float, ...]
+    error: str | None = None
+    message: str = ""
+    build_seconds: float = 0.0
+    run_seconds: float = 0.0
+
+    @property
+    def latency(self) -> float:
+        """Mean of the measured repeats (what MetaSchedule's database ranks by); ``inf`` on failure."""
+        return sum(self.run_secs) / len(self.run_secs) if self.run_secs else float("inf")
+
+
+def _worker_init() -> None:
+    import tvm  # noqa: F401  (the only import a CPU build needs)
+
+
+def _build(mod, target, scratch: str) -> tuple[str, float]:
+    from tunewise import tvm_env
+
+    start = time.perf_counter()
+    path = tvm_env.export_candidate(tvm_env.build_candidate(mod, target), scratch)
+    return path, time.perf_counter() - start
+
+
+class BuilderPool:
+    """Build worker processes started once and reused for every batch of the run.
+
+    TVM's ``PopenPoolExecutor`` (what its runner uses): fresh interpreters, not forks of this one, a time
+    limit per build, and a worker that runs past it is killed and replaced.
+    """
+
+    def __init__(self, workers: int = 0, timeout: float = 30.0, scratch: str | None = None):
+        from tvm.support.popen_pool import PopenPoolExecutor
+
+        self.workers = workers or os.cpu_count() or 1
+        self.scratch = scratch
+        self._pool = PopenPoolExecutor(self.workers, timeout=timeout, initializer=_worker_init)
+
+    def submit(self, mod, target) -> cf.Future:
+        return self._pool.submit(_build, mod, target, self.scratch)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+class Measurer:
+    """Builds and measures batches of candidates for one target; owns the builder pool and the runner."""
+
+    def __init__(self, target, config: MeasureConfig | None = None, *, scratch: str | None = None,
+                 f_run_evaluator=None):
+        from tvm.s_tir.meta_schedule.runner import LocalRunner
+
+        self.target = target
+        self.config = config or MeasureConfig()
+        self.builder = BuilderPool(self.config.builder_workers, self.config.build_timeout, scratch)
+        kwargs = {"f_run_evaluator": f_run_evaluator} if f_run_evaluator is not None else {}
+        self.runner = LocalRunner(timeout_sec=self.config.run_timeout,
+                                  evaluator_config=self.config.evaluator(), **kwargs)
+        self._device = device_type(target)
+
+    def _collect_build(self, future: cf.Future) -> tuple[str | None, float, str]:
+        try:
+            path, seconds = future.result()
+            return path, seconds, ""
+        except TimeoutError:
+            return None, self.config.build_timeout, TIMEOUT
+        except Exception as err:  # a TVM build error of this candidate
+            return None, 0.0, f"{BUILD_ERROR}:{str(err).strip().splitlines()[-1] if str(err).strip() else err}"
+
+    def _run(self, path: str, args_info, build_seconds: float) -> Measurement:
+        from tvm.s_tir.meta_schedule.runner import RunnerInput
+
+        start = time.perf_counter()
+        result = self.runner.run([RunnerInput(path, self._device, args_info)])[0].result()
+        run_seconds = time.perf_counter() - start
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+        if result.error_msg:
+            kind = TIMEOUT if "Timeout" in result.error_msg else RUN_ERROR
+            return Measurement((), kind, str(result.error_msg).strip().splitlines()[-1][:500],
+                               build_seconds, run_seconds)
+        return Measurement(tuple(float(s) for s in result.run_secs), None, "", build_seconds, run_seconds)
+
+    def measure(self, batch) -> list[Measurement]:
+        """Build and measure ``batch``, a list of ``(mod, args_info)``; one :class:`Measurement` each, in order."""
+        futures = [self.builder.submit(mod, self.target) for mod, _ in batch]
+        results: list[Measurement | None] = [None] * len(batch)
+        pending = []
+        for i, (future, (_, args_info)) in enumerate(zip(futures, batch, strict=True)):
+            path, seconds, error = self._collect_build(future)
+            if path is None:
+                kind, _, message = error.partition(":")
+                results[i] = Measurement((), kind, message[:500], seconds)
+            elif self.config.overlap:
+                results[i] = self._run(path, args_info, seconds)
+            else:
+                pending.append((i, path, seconds, args_info))
+        for i, path, seconds, args_info in pending:
+            results[i] = self._run(path, args_info, seconds)
+        return results
+
+    def close(self) -> None:
+        self.builder.close()

@@ -1,0 +1,87 @@
+"""The operator DAG of a PyTorch model, through torch.export, and its stream plan; CPU tensors suffice.
+
+The model is exported with ``torch.export.export`` and lowered to functional ATen
+(``run_decompositions({})``: in-place updates, batch-norm statistics included, become new values, and no
+operator is decomposed further), so the data dependencies between operators are all the ordering there is.
+
+Operators are the graph's ``call_function`` nodes, except ``operator.getitem``: that only picks one result of
+a multi-result operator (batch norm, ``unbind``), launches nothing and is folded into its producer, so an
+edge from a producer reaches the consumers of its results directly. View operators (``view``, ``permute``,
+``transpose``) stay operators: they are cheap, but ``reshape`` and ``clone`` may copy, and keeping every one
+keeps the dependencies exact.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+
+import networkx as nx
+import torch
+from torch import fx
+
+from tunewise.errors import InputError, ModelImportError
+from tunewise.runtime.streams import StreamPlan, plan_streams
+
+
+def export_program(model: torch.nn.Module,
+                   example_inputs: Sequence[torch.Tensor]) -> torch.export.ExportedProgram:
+    """``model`` exported in its current train/eval mode, in functional ATen, for ``example_inputs``.
+
+    Raises ``InputError`` if ``example_inputs`` is not a sequence of tensors and ``ModelImportError`` if
+    torch.export cannot capture the model (data-dependent control flow, unsupported operators).
+    """
+    inputs = check_inputs(example_inputs)
+    try:
+        return torch.export.export(model, inputs).run_decompositions({})
+    except Exception as err:  # torch.export raises many types, all meaning "cannot capture this model"
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ModelImportError(f"torch.export could not capture the model: {message}") from err
+
+
+def check_inputs(example_inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """``example_inputs`` as a tuple, or ``InputError`` if it is not a list or tuple of tensors."""
+    if not isinstance(example_inputs, list | tuple) or not all(
+            isinstance(x, torch.Tensor) for x in example_inputs):
+        raise InputError("example inputs must be a tuple of tensors, one per positional argument of the "
+                         "model")
+    return tuple(example_inputs)
+
+
+def is_operator(node: fx.Node) -> bool:
+    """Whether ``node`` is an operator of the DAG: a ``call_function`` other than ``operator.getitem``."""
+    return node.op == "call_function" and node.target is not operator.getitem
+
+
+def producer(node: fx.Node) -> fx.Node | None:
+    """The operator whose result ``node`` is (through any ``getitem``), or None for a graph input."""
+    while node.op == "call_function" and node.target is operator.getitem:
+        node = node.args[0]
+    return node if is_operator(node) else None
+
+
+def operator_dag(graph: fx.Graph) -> nx.DiGraph:
+    """The operators of ``graph`` by node name, in graph order, with an edge for every data dependency."""
+    dag = nx.DiGraph()
+    for node in graph.nodes:
+        if not is_operator(node):
+            continue
+        dag.add_node(node.name)
+        for source in node.all_input_nodes:
+            if (upstream := producer(source)) is not None:
+                dag.add_edge(upstream.name, node.name)
+    return dag
+
+
+def plan_model(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor],
+               merge: bool = False) -> StreamPlan:
+    """The inference stream plan of ``model``: it is put in eval mode and exported for ``example_inputs``.
+
+    Nodes of the plan are the node names of ``export_program(model, example_inputs).graph``.
+
+    >>> from tunewise import zoo
+    >>> model, inputs = zoo.get("tiny-mlp")
+    >>> plan_model(model, inputs).streams
+    (('linear', 'relu', 'linear_1'),)
+    """
+    return plan_streams(operator_dag(export_program(model.eval(), example_inputs).graph), merge=merge)

@@ -1,0 +1,32 @@
+"""The task scheduler contract."""
+
+from __future__ import annotations
+
+import abc
+
+from tunewise.state import Snapshot
+
+
+class TaskScheduler(abc.ABC):
+    """Decides which task gets the next tuning slot.
+
+    Contract:
+
+    - The session calls :meth:`next` once per slot, before it proposes or measures anything, with a frozen
+      :class:`~tunewise.state.Snapshot` of the run; it gives the slot to the task whose
+      :attr:`~tunewise.state.TaskView.index` is returned, or stops tuning on ``None``.
+    - A scheduler is pure with respect to the tuning: it never builds, measures or records, and never mutates
+      the snapshot. It may keep private state, but only state derived from the snapshots it was shown and
+      from its own generator, seeded by its ``seed`` argument (never the global RNG), so that a run can be
+      replayed from its snapshots.
+    - It never returns a finished task, and returns ``None`` exactly when no task is live.
+    - Constructors take keyword-only arguments, stored unchanged, and raise ``ValueError`` on bad values.
+    """
+
+    @abc.abstractmethod
+    def next(self, snapshot: Snapshot) -> int | None:
+        """The index of the live task that gets the next slot, or ``None`` when no task is live."""
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({args})"

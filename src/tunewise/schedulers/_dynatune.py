@@ -1,0 +1,196 @@
+"""DynaTune: task scheduling as a bandit over Bayesian learning-curve beliefs.
+
+Wang et al., "DynaTune: Dynamic Tensor Program Optimization in Deep Neural Network Compilation", ICLR 2021.
+The three schedulers share warm-up, beliefs and the predicted reward of each task, and differ in how they
+choose from the rewards (UCB, epsilon-greedy, softmax).
+
+- Warm-up: while a live task has no valid measurement, the first such task gets the slot.
+- Belief: each live task's best-so-far throughput after each of its slots, ``flops / best``, normalised
+  by the peak, against its trials so far, is fitted with a :class:`~tunewise.belief.CurveModel`
+  (``family``, ``n_walkers``, ``n_steps``, ``burn_in``, ``thin``, ``jump`` are passed on) and predicted
+  at the horizon ``trials + trials_per_slot``: the end of one more slot.
+- Reward (:meth:`expected_reduction`): the expected improvement ``EI`` over the best throughput gives
+  the expected throughput after the slot, ``p + EI``, hence the model-latency reduction
+  ``weight * (current_latency - flops / (p + EI))``, divided by the current model-latency estimate
+  (:meth:`~tunewise.state.Snapshot.estimated_latency`) so that it is a fraction in ``[0, 1]``.
+- Peak: ``peak_gflops`` when given (the hardware's peak, as in the paper); otherwise the smallest power
+  of two at least twice the best throughput of any task, so the best task still has room to climb and
+  the scale (hence every fit) changes only when the best throughput doubles.
+
+A task's fit is cached until its history, trials, the slot size or the peak change, so a slot refits
+only the task that just ran. Each fit is seeded from ``seed``, the task's index and its slot count, so
+the beliefs do not depend on the order in which they were computed.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+
+import numpy as np
+
+from tunewise.belief import CurveModel, expected_improvement
+from tunewise.schedulers._base import TaskScheduler
+from tunewise.state import Snapshot, TaskView
+
+
+class _DynaTune(TaskScheduler):
+    """Warm-up, beliefs and rewards shared by the DynaTune schedulers (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        family: str = "log-power",
+        peak_gflops: float | None = None,
+        n_walkers: int = 10,
+        n_steps: int = 500,
+        burn_in: int = 300,
+        thin: int = 10,
+        jump: float | None = 0.2,
+        seed: int | None = None,
+    ):
+        if peak_gflops is not None and not peak_gflops > 0:
+            raise ValueError(f"peak_gflops must be > 0, got {peak_gflops!r}")
+        # Checks the belief arguments now rather than at the first fit.
+        CurveModel(family, n_walkers=n_walkers, n_steps=n_steps, burn_in=burn_in, thin=thin, jump=jump)
+        self.family = family
+        self.peak_gflops = peak_gflops
+        self.n_walkers = n_walkers
+        self.n_steps = n_steps
+        self.burn_in = burn_in
+        self.thin = thin
+        self.jump = jump
+        self.seed = seed
+        self._entropy = np.random.SeedSequence(seed).entropy
+        self._rng = np.random.default_rng(np.random.SeedSequence(self._entropy))
+        self._beliefs: dict[int, tuple[tuple, tuple[float, float]]] = {}
+
+    def next(self, snapshot: Snapshot) -> int | None:
+        live = snapshot.live
+        if not live:
+            return None
+        for task in live:
+            if not task.gflops > 0:
+                return task.index
+        reduction = self.expected_reduction(snapshot)
+        return live[self._choose(snapshot, live, np.array([reduction[t.index] for t in live]))].index
+
+    @abc.abstractmethod
+    def _choose(self, snapshot: Snapshot, live: tuple[TaskView, ...], reward: np.ndarray) -> int:
+        """The position in ``live`` of the task to tune, given each one's predicted reward."""
+
+    def peak(self, snapshot: Snapshot) -> float:
+        """The throughput (GFLOPS) that normalises the curves."""
+        if self.peak_gflops is not None:
+            return float(self.peak_gflops)
+        best = max((t.gflops for t in snapshot.tasks), default=0.0)
+        return 2.0 ** math.ceil(math.log2(2.0 * best)) if best > 0 else 1.0
+
+    def expected_reduction(self, snapshot: Snapshot) -> dict[int, float]:
+        """Predicted fraction of the model latency that one more slot removes, per live measured task."""
+        peak, total = self.peak(snapshot), snapshot.estimated_latency()
+        out = {}
+        for task in snapshot.live:
+            if not task.gflops > 0:
+                continue
+            mean, std = self._belief(task, snapshot.trials_per_slot, peak)
+            gain = float(expected_improvement(mean, std, task.gflops / peak)) * peak
+            after = task.flops / ((task.gflops + gain) * 1e9)
+            out[task.index] = task.weight * max(task.current_latency - after, 0.0) / total
+        return out
+
+    def _belief(self, task: TaskView, per_slot: int, peak: float) -> tuple[float, float]:
+        horizon = task.trials + per_slot
+        key = (task.slots, task.trials, horizon, peak)
+        cached = self._beliefs.get(task.index)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        x, y = [], []
+        for best, trials in zip(task.best_history, task.trials_history, strict=False):
+            if math.isfinite(best) and best > 0 and trials > 0:
+                x.append(trials)
+                y.append(task.flops / best / 1e9 / peak)
+        seed = np.random.SeedSequence(self._entropy, spawn_key=(task.index, task.slots))
+        model = CurveModel(
+            self.family,
+            n_walkers=self.n_walkers,
+            n_steps=self.n_steps,
+            burn_in=self.burn_in,
+            thin=self.thin,
+            jump=self.jump,
+            seed=seed,
+        ).fit(x, y, horizon=horizon)
+        mean, std = model.predict([horizon])
+        belief = (float(mean[0]), float(std[0]))
+        self._beliefs[task.index] = (key, belief)
+        return belief
+
+
+class DynaTune(_DynaTune):
+    """DynaTune's UCB scheduler: the live task with the largest ``reward + top * sqrt(c * ln t / n)`` gets
+    the slot, where ``reward`` is the predicted fraction of model latency the slot removes (see the module docstring),
+    ``top`` the largest reward of any live task (1 when none is positive), ``t`` the slots given so far to
+    all tasks and ``n`` the task's own; ties go to the earliest declared.
+
+    Scaling the bonus by ``top`` keeps the two terms comparable, whatever the unit of the rewards: one slot
+    removes a small fraction of the model latency (typically 1e-3), so an unscaled UCB1 bonus (about 1)
+    would make the scheduler round-robin. ``c=None`` is the paper's rule: 2 (Auer et al., 2002), or 0.2
+    when the untuned model (every task at its default latency) runs in under 1 ms.
+
+    >>> from tunewise.state import Snapshot, TaskView
+    >>> tasks = (TaskView(0, "a", 1, 1e9, 1.0, (0.5, 0.4), (16, 32), 32), TaskView(1, "b", 1, 1e9, 1.0))
+    >>> DynaTune(seed=0).next(Snapshot(tasks))  # warm-up: "b" has no valid result yet
+    1
+    """
+
+    def __init__(self, *, c: float | None = None, **kwargs):
+        if c is not None and not c >= 0:
+            raise ValueError(f"c must be >= 0, got {c!r}")
+        super().__init__(**kwargs)
+        self.c = c
+
+    def _choose(self, snapshot, live, reward):
+        c = self.c
+        if c is None:
+            c = 2.0 if sum(t.weight * t.default_latency for t in snapshot.tasks) >= 1e-3 else 0.2
+        total = max(sum(t.slots for t in snapshot.tasks), 1)
+        top = reward.max() if reward.max() > 0 else 1.0
+        bonus = top * np.sqrt(c * math.log(total) / np.array([max(t.slots, 1) for t in live]))
+        return int(np.argmax(reward + bonus))
+
+
+class DynaTuneEpsilonGreedy(_DynaTune):
+    """DynaTune with epsilon-greedy choice (the paper's appendix): with probability ``epsilon`` a live task
+    drawn uniformly, otherwise the one with the largest predicted reward (ties to the earliest declared).
+    """
+
+    def __init__(self, *, epsilon: float = 0.05, **kwargs):
+        if not 0.0 <= epsilon <= 1.0:
+            raise ValueError(f"epsilon must be in [0, 1], got {epsilon!r}")
+        super().__init__(**kwargs)
+        self.epsilon = epsilon
+
+    def _choose(self, snapshot, live, reward):
+        if self._rng.random() < self.epsilon:
+            return int(self._rng.integers(len(live)))
+        return int(np.argmax(reward))
+
+
+class DynaTuneSoftmax(_DynaTune):
+    """DynaTune with softmax sampling (the paper's appendix): a live task is drawn with probability
+    proportional to ``exp(reward / (temperature * max_reward))``; rewards are scaled by the largest so that
+    ``temperature`` does not depend on the model's latency. All tasks are equally likely when no reward is
+    positive.
+    """
+
+    def __init__(self, *, temperature: float = 0.1, **kwargs):
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature!r}")
+        super().__init__(**kwargs)
+        self.temperature = temperature
+
+    def _choose(self, snapshot, live, reward):
+        top = reward.max()
+        logits = (reward - top) / (self.temperature * top) if top > 0 else np.zeros(len(live))
+        p = np.exp(logits)
+        return int(self._rng.choice(len(live), p=p / p.sum()))

@@ -1,0 +1,67 @@
+"""MetaSchedule's gradient-based task scheduler."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tunewise.schedulers._base import TaskScheduler
+from tunewise.state import Snapshot, TaskView
+
+
+class Gradient(TaskScheduler):
+    """TVM MetaSchedule's ``GradientBased`` scheduler, itself a simplification of Ansor's (Zheng et al., OSDI
+    2020), the baseline tunewise's own schedulers are measured against.
+
+    First every live task that has not had a slot gets one, in declaration order (the round-robin pass).
+    Then each live task, with ``n`` slots and best-latency history ``best`` (one entry per slot), scores
+
+    - ``g1 = (best[n-1-window] - best[n-1]) / window`` (``0`` while ``n < window + 1``): recent progress,
+    - ``g2 = best[n-1] / n``: the optimistic guess that another slot cuts the latency by ``best / n``,
+    - ``score = (alpha * g1 + (1 - alpha) * g2) * weight``,
+
+    and the highest score gets the slot, ties to the earliest declared; when all live tasks score the same,
+    one is drawn uniformly with the scheduler's own generator, as TVM does.
+
+    A task without a valid measurement has ``best = inf``; TVM puts ``1e100`` ms there, which makes such a
+    task win every slot (and its window gradient absurd) until it measures something, starving the others
+    when a task keeps failing. Here each history entry is taken as the task's current latency,
+    ``min(best, default_latency)``, the same as :attr:`~tunewise.state.TaskView.current_latency`: a task
+    that has failed so far counts with its untuned latency, and once it measures, its progress is measured
+    from there. Latencies are in seconds (TVM uses ms); the choice does not depend on the unit.
+
+    >>> from tunewise.state import Snapshot, TaskView
+    >>> a = TaskView(0, "a", 1, 1e6, 1.0, best_history=(0.5, 0.4))
+    >>> b = TaskView(1, "b", 2, 1e6, 1.0, best_history=(0.3,))
+    >>> Gradient(seed=0).next(Snapshot((a, b)))  # 0.8 * 0.4 / 2 = 0.16 < 0.8 * 0.3 * 2 = 0.48
+    1
+    """
+
+    def __init__(self, *, alpha: float = 0.2, window: int = 3, seed: int | None = None):
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"window must be an integer >= 1, got {window!r}")
+        self.alpha = alpha
+        self.window = window
+        self.seed = seed
+        self._rng = np.random.default_rng(seed)
+
+    def score(self, task: TaskView) -> float:
+        """The task's score; it must have had at least one slot."""
+        best = [min(b, task.default_latency) for b in task.best_history]
+        n, w = len(best), self.window
+        g1 = (best[n - 1 - w] - best[n - 1]) / w if n >= w + 1 else 0.0
+        g2 = best[n - 1] / n
+        return (self.alpha * g1 + (1.0 - self.alpha) * g2) * task.weight
+
+    def next(self, snapshot: Snapshot) -> int | None:
+        live = snapshot.live
+        if not live:
+            return None
+        for task in live:
+            if task.slots == 0:
+                return task.index
+        scores = [self.score(t) for t in live]
+        if max(scores) == min(scores):
+            return live[int(self._rng.integers(len(live)))].index
+        return live[int(np.argmax(scores))].index

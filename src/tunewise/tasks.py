@@ -1,0 +1,90 @@
+"""Tunable tasks: extraction from the optimised model, with weight, FLOPs and untuned latency.
+
+Extraction lowers the module that :func:`tunewise.graph.optimize` returned with the very passes compilation
+runs (:func:`tunewise.graph.fusion_passes`), so every record tuned for a task applies at compile time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Task:
+    """One tunable operator of a model: a frozen value.
+
+    ``weight`` is how many times the operator occurs in the model, ``flops`` its floating-point operations
+    per call, ``default_latency`` its measured latency (seconds) under the default, untuned schedule
+    (``inf`` when that failed to build or run).
+    """
+
+    name: str
+    workload: str  # structural hash of the task's TIR module, as hex
+    weight: int
+    flops: float
+    default_latency: float
+
+    @property
+    def default_gflops(self) -> float:
+        return self.flops / self.default_latency / 1e9 if 0 < self.default_latency < math.inf else 0.0
+
+
+@dataclass(frozen=True)
+class ExtractedModel:
+    """A model ready to tune: the optimised Relax module, its tasks and their TIR modules (same order)."""
+
+    name: str
+    mod: object  # the Relax module both extracted from and compiled
+    target: object
+    tasks: tuple[Task, ...]
+    task_mods: tuple[object, ...]
+    inputs: tuple = ()
+    reference_outputs: tuple = ()
+
+    def untuned_latency(self) -> float:
+        """Sum of weighted default latencies: the model-latency estimate before any tuning."""
+        return sum(t.weight * t.default_latency for t in self.tasks)
+
+
+def _flops(mod) -> float:
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    try:
+        return float(estimate_tir_flops(mod))
+    except Exception:  # some operators (e.g. with data-dependent loops) have no FLOP estimate
+        return 0.0
+
+
+def args_info(mod):
+    """MetaSchedule argument descriptions of a task module's ``main`` (what the runner allocates)."""
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    return ArgInfo.from_prim_func(mod["main"])
+
+
+def extract(imported, target, *, level: str = "fold-bn", measurer=None) -> ExtractedModel:
+    """Optimise ``imported`` (a :class:`tunewise.frontend.ImportedModel`) at ``level`` and extract its tasks.
+
+    With a ``measurer`` (:class:`tunewise.measure.Measurer`) each task's default latency is measured once;
+    without one it is left at ``inf``.
+    """
+    from tvm.s_tir import meta_schedule as ms
+    from tvm_ffi import structural_hash
+
+    from tunewise import graph
+
+    mod = graph.optimize(imported.mod, target, level)
+    extracted = [t for t in ms.relax_integration.extract_tasks(graph.lower(mod, target), target)
+                 if not t.dispatched[0].attrs or not t.dispatched[0].attrs.get("tirx.is_scheduled", False)]
+    task_mods = tuple(t.dispatched[0] for t in extracted)
+    if measurer is not None:
+        results = measurer.measure([(m, args_info(m)) for m in task_mods])
+        latencies = [r.latency for r in results]
+    else:
+        latencies = [math.inf] * len(task_mods)
+    tasks = tuple(
+        Task(t.task_name, f"{structural_hash(m) & (2**64 - 1):016x}", int(t.weight), _flops(m), lat)
+        for t, m, lat in zip(extracted, task_mods, latencies, strict=True)
+    )
+    return ExtractedModel(imported.name, mod, target, tasks, task_mods, imported.inputs, imported.reference_outputs)

@@ -1,0 +1,169 @@
+"""The multi-stream module on CPU (its streams are no-ops there), the CUDA fallbacks, and GPU-only tests."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import tunewise.runtime
+from tunewise import zoo
+from tunewise.errors import InputError, ModelImportError
+from tunewise.runtime import AotEngine, EagerEngine, StreamedModule, aot, aot_training
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+class Cells(nn.Module):
+    """Two small inception-style cells: parallel conv-bn-relu branches, so several streams and BN updates."""
+
+    def __init__(self):
+        super().__init__()
+        self.cells = nn.ModuleList(
+            nn.ModuleList(nn.Sequential(nn.Conv2d(8, 4, k, padding=k // 2), nn.BatchNorm2d(4), nn.ReLU())
+                          for k in (1, 3))
+            for _ in range(2))
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for branches in self.cells:
+            x = torch.cat([branch(x) for branch in branches], 1)
+        return x.mean((2, 3))
+
+
+def new_input(name: str) -> torch.Tensor:
+    return zoo.get(name, seed=1)[1][0]
+
+
+@pytest.mark.parametrize("name, streams", [("tiny-cnn", 1), ("inception-cells", 13), ("transformer", 1)])
+def test_streamed_module_matches_eager_on_cpu(name, streams):
+    model, (x,) = zoo.get(name)
+    streamed = StreamedModule(model, (x,))
+    assert len(streamed.plan.streams) == streams
+    with torch.no_grad():
+        for inputs in (x, new_input(name)):
+            torch.testing.assert_close(streamed(inputs), model(inputs))
+
+
+def test_merged_streams_match_eager_on_cpu():
+    model, x = Cells().eval(), torch.randn(1, 3, 8, 8)
+    streamed = StreamedModule(model, (x,), merge=True)
+    assert len(streamed.plan.streams) == streamed.plan.width == 2
+    with torch.no_grad():
+        torch.testing.assert_close(streamed(x), model(x))
+
+
+def test_streamed_training_matches_eager_gradients_and_batch_norm_statistics():
+    model = Cells().train()
+    reference = copy.deepcopy(model)
+    x = torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    streamed = StreamedModule(model, (x,))
+    assert len(streamed.plan.streams) > 1
+    for step in range(2):
+        streamed(x + step).square().sum().backward()
+        reference(x + step).square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+    for (name, b), c in zip(model.named_buffers(), reference.buffers(), strict=True):
+        torch.testing.assert_close(b, c, msg=name)
+
+
+def test_streamed_module_checks_the_number_of_inputs():
+    model, inputs = zoo.get("tiny-mlp")
+    with pytest.raises(InputError, match="takes 1 input tensors, got 2"):
+        StreamedModule(model, inputs)(*inputs, *inputs)
+
+
+def test_input_mutation_is_not_supported():
+    class Mutates(nn.Module):
+        def forward(self, x):
+            x.add_(1)
+            return x * 2
+
+    with pytest.raises(ModelImportError, match="user_input_mutation"):
+        StreamedModule(Mutates(), (torch.randn(3),))
+
+
+def test_aot_is_exported_by_the_package():
+    assert tunewise.runtime.aot is aot and "aot_training" in tunewise.runtime.__all__
+
+
+@pytest.fixture
+def no_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+def test_aot_without_cuda_is_an_input_error(no_cuda):
+    model, inputs = zoo.get("tiny-mlp")
+    with pytest.raises(InputError, match="CUDA is not available"):
+        aot(model, inputs)
+    with pytest.raises(InputError, match="CUDA is not available"):
+        aot_training(model, inputs)
+
+
+def test_cpu_fallback_runs_the_model_unchanged(no_cuda):
+    model, (x,) = zoo.get("tiny-cnn")
+    engine = aot(model.train(), (x,), fallback="cpu")
+    assert isinstance(engine, EagerEngine) and engine.model is model and not model.training
+    out = engine(x)
+    assert not out.requires_grad
+    torch.testing.assert_close(out, model(x), rtol=0, atol=0)
+    assert aot_training(model, (x,), fallback="cpu") is model and model.training
+
+
+def test_unknown_fallback_is_an_input_error():
+    model, inputs = zoo.get("tiny-mlp")
+    with pytest.raises(InputError, match="unknown fallback 'gpu'"):
+        aot(model, inputs, fallback="gpu")
+
+
+@cuda
+@pytest.mark.parametrize("name", ["inception-cells", "resnet18", "transformer", "squeezenet1.1"])
+def test_aot_matches_eager_and_replays_new_inputs(name):
+    model, (x,) = zoo.get(name)
+    model = model.cuda()
+    engine = aot(model, (x,))
+    assert isinstance(engine, AotEngine)
+    with torch.no_grad():
+        for inputs in (x, new_input(name), x):
+            torch.testing.assert_close(engine(inputs), model(inputs.cuda()), rtol=1e-3, atol=1e-3)
+
+
+@cuda
+def test_aot_uses_several_streams_and_can_return_its_buffers():
+    model, (x,) = zoo.get("inception-cells")
+    model = model.cuda()
+    engine = aot(model, (x,), clone_outputs=False, merge=True)
+    assert len(engine.plan.streams) == 4
+    first = engine(x)
+    expected = model(new_input("inception-cells").cuda()).detach()
+    second = engine(new_input("inception-cells"))
+    assert first.data_ptr() == second.data_ptr()
+    torch.testing.assert_close(second, expected, rtol=1e-3, atol=1e-3)
+    with pytest.raises(InputError, match="input 0 must be"):
+        engine(torch.randn(2, 3, 64, 64))
+
+
+@cuda
+def test_aot_rejects_a_model_left_on_the_cpu():
+    model, inputs = zoo.get("tiny-mlp")
+    with pytest.raises(InputError, match="current CUDA device"):
+        aot(model, inputs)
+
+
+@cuda
+@pytest.mark.parametrize("merge", [False, True])
+def test_aot_training_matches_eager_gradients(merge):
+    torch.manual_seed(0)
+    model = Cells().cuda()
+    reference = copy.deepcopy(model)
+    x = torch.randn(4, 3, 8, 8, device="cuda")
+    graphed = aot_training(model, (x,), merge=merge)
+    for step in range(2):
+        for module in (model, reference):
+            module.zero_grad(set_to_none=True)
+        graphed(x + step).square().sum().backward()
+        reference(x + step).square().sum().backward()
+        for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-3, msg=name)

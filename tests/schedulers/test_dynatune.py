@@ -1,0 +1,143 @@
+"""DynaTune schedulers on synthetic snapshots: warm-up, beliefs, rewards, and the three choice rules."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tunewise import schedulers
+from tunewise.errors import InputError
+from tunewise.schedulers import DynaTune, DynaTuneEpsilonGreedy, DynaTuneSoftmax
+from tunewise.schedulers import _dynatune as dynatune_module
+from tunewise.state import Snapshot, TaskView
+
+FAST = {"n_walkers": 8, "n_steps": 100, "burn_in": 50, "thin": 5}
+FLOPS = 1e8  # 1e8 FLOPs at 10 GFLOPS is 10 ms
+
+
+def task(k: int, gflops, weight: int = 1, finished: bool = False) -> TaskView:
+    """A task whose best throughput after each of its slots (16 trials each) is ``gflops``."""
+    best = tuple(FLOPS / (g * 1e9) if g > 0 else math.inf for g in gflops)
+    trials = tuple(16 * (i + 1) for i in range(len(gflops)))
+    return TaskView(k, f"t{k}", weight, FLOPS, 0.02, best, trials, 16 * len(gflops), finished=finished)
+
+
+CLIMBING = [10.0, 11.5, 13.0, 14.4, 15.7, 17.0, 18.2, 19.3]  # still rising by ~1.2 GFLOPS a slot
+FLAT = [10.0, 16.0, 18.5, 19.1, 19.3, 19.3, 19.3, 19.3]  # saturated at the same level
+
+
+def snapshot(*tasks: TaskView) -> Snapshot:
+    return Snapshot(tuple(tasks), slot=sum(t.slots for t in tasks), trials_per_slot=16)
+
+
+def test_warm_up_until_every_live_task_has_a_valid_result():
+    failing = task(1, [0.0, 0.0])  # two slots, nothing valid yet
+    scheduler = DynaTune(seed=0, **FAST)
+    assert scheduler.next(snapshot(task(0, CLIMBING), failing, task(2, []))) == 1
+    assert scheduler.next(snapshot(task(0, CLIMBING), task(1, [0.0], finished=True), task(2, []))) == 2
+
+
+@pytest.mark.parametrize("cls", [DynaTune, DynaTuneEpsilonGreedy, DynaTuneSoftmax])
+def test_prefers_the_task_whose_curve_still_climbs(cls):
+    kwargs = {"epsilon": 0.0} if cls is DynaTuneEpsilonGreedy else {}
+    kwargs = {"temperature": 0.05} if cls is DynaTuneSoftmax else kwargs
+    snap = snapshot(task(0, FLAT), task(1, CLIMBING))
+    scheduler = cls(seed=0, **FAST, **kwargs)
+    reduction = scheduler.expected_reduction(snap)
+    assert reduction[1] > 3 * reduction[0]
+    picks = [scheduler.next(snap) for _ in range(20)]
+    assert picks.count(1) >= 19
+
+
+def test_weight_scales_the_reward():
+    snap = snapshot(task(0, CLIMBING), task(1, CLIMBING, weight=3))
+    reduction = DynaTune(seed=0, **FAST).expected_reduction(snap)
+    # Each task's fit has its own seed: with short chains the beliefs differ by Monte Carlo noise.
+    assert reduction[1] == pytest.approx(3 * reduction[0], rel=0.3)
+    assert DynaTune(seed=0, **FAST).next(snap) == 1
+
+
+def test_rewards_are_fractions_of_the_model_latency():
+    snap = snapshot(task(0, FLAT), task(1, CLIMBING), task(2, [0.0]), task(3, CLIMBING, finished=True))
+    reduction = DynaTune(seed=0, **FAST).expected_reduction(snap)
+    assert set(reduction) == {0, 1}  # only live tasks with a valid result have a belief
+    assert all(0.0 <= r <= 1.0 for r in reduction.values())
+
+
+def test_ucb_bonus_favours_the_less_tried_task():
+    # Same curve, but task 1 has had far fewer slots: with a large c the bonus decides.
+    many = task(0, CLIMBING + [20.3, 21.2, 22.0, 22.7, 23.3, 23.8, 24.2, 24.5] * 3)
+    few = task(1, CLIMBING[:5])
+    assert DynaTune(c=50.0, seed=0, **FAST).next(snapshot(many, few)) == 1
+
+
+def test_beliefs_are_cached_until_the_task_moves_on(monkeypatch):
+    fits = []
+    fit = dynatune_module.CurveModel.fit
+
+    def counting_fit(self, x, y, **kwargs):
+        fits.append(len(x))
+        return fit(self, x, y, **kwargs)
+
+    monkeypatch.setattr(dynatune_module.CurveModel, "fit", counting_fit)
+    scheduler = DynaTune(seed=0, **FAST)
+    snap = snapshot(task(0, FLAT), task(1, CLIMBING[:-1]))
+    scheduler.next(snap)
+    scheduler.next(snap)
+    assert fits == [8, 7]
+    scheduler.next(snapshot(task(0, FLAT), task(1, CLIMBING)))
+    assert fits == [8, 7, 8]
+
+
+def test_beliefs_do_not_depend_on_the_order_they_were_computed_in():
+    first = snapshot(task(0, FLAT), task(1, CLIMBING))
+    a = DynaTune(seed=3, **FAST).expected_reduction(first)
+    other = DynaTune(seed=3, **FAST)
+    other.expected_reduction(snapshot(task(1, CLIMBING)))
+    assert other.expected_reduction(first) == a
+
+
+def test_peak_is_fixed_or_a_power_of_two_above_twice_the_best():
+    snap = snapshot(task(0, FLAT), task(1, CLIMBING))  # best 19.3 GFLOPS
+    assert DynaTune(**FAST).peak(snap) == 64.0
+    assert DynaTune(peak_gflops=9700.0, **FAST).peak(snap) == 9700.0
+
+
+def test_epsilon_greedy_explores_at_its_rate():
+    snap = snapshot(task(0, FLAT), task(1, CLIMBING), task(2, FLAT))
+    scheduler = DynaTuneEpsilonGreedy(epsilon=0.3, seed=1, **FAST)
+    picks = np.array([scheduler.next(snap) for _ in range(3000)])
+    # Greedy picks 1; exploration spreads 0.3 evenly: expect 0.1 each for tasks 0 and 2 (std ~0.0055).
+    assert np.mean(picks == 0) == pytest.approx(0.1, abs=0.025)
+    assert np.mean(picks == 2) == pytest.approx(0.1, abs=0.025)
+
+
+def test_softmax_follows_the_rewards():
+    snap = snapshot(task(0, FLAT), task(1, CLIMBING))
+    hot = DynaTuneSoftmax(temperature=100.0, seed=0, **FAST)
+    picks = np.array([hot.next(snap) for _ in range(2000)])
+    assert np.mean(picks == 1) == pytest.approx(0.5, abs=0.05)  # a hot softmax is nearly uniform
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [
+        ("dynatune", {"c": -1.0}),
+        ("dynatune", {"peak_gflops": 0.0}),
+        ("dynatune", {"family": "cubic"}),
+        ("dynatune", {"n_walkers": 4}),
+        ("dynatune-egreedy", {"epsilon": 1.5}),
+        ("dynatune-softmax", {"temperature": 0.0}),
+        ("dynatune-softmax", {"epsilon": 0.1}),
+    ],
+)
+def test_create_rejects_bad_arguments(name, kwargs):
+    with pytest.raises(InputError):
+        schedulers.create(name, **kwargs)
+
+
+def test_create_lists_the_shared_arguments():
+    with pytest.raises(InputError, match="c, family, peak_gflops, n_walkers"):
+        schedulers.create("dynatune", C=2)

@@ -1,0 +1,64 @@
+"""Compile tiny-mlp with and without records, check outputs, save, load and run the artifact."""
+
+import numpy as np
+import pytest
+
+from tunewise import compile as compiler
+from tunewise.errors import InputError, VerificationError
+
+pytestmark = pytest.mark.tvm
+
+
+def _fake_best_record(model, database, k, latency):
+    """Commit the default schedule of task k (a one-instruction trace) as a record with the given latency."""
+    from tvm import s_tir
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunewise.tasks import args_info
+
+    mod = model.task_mods[k]
+    sch = s_tir.Schedule(mod)
+    sch.get_sblock("root")  # MetaSchedule ignores records with an empty trace
+    workload = database.commit_workload(mod)
+    database.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, [latency], model.target,
+                                                           args_info(mod)))
+
+
+def test_only_records_faster_than_the_default_are_applied(tiny_mlp):
+    from tvm.s_tir import meta_schedule as ms
+
+    db = ms.database.MemoryDatabase()
+    _fake_best_record(tiny_mlp, db, 0, tiny_mlp.tasks[0].default_latency / 2)
+    _fake_best_record(tiny_mlp, db, 1, tiny_mlp.tasks[1].default_latency * 2)
+    chosen = compiler.best_records_database(tiny_mlp, db)
+    target, (t0, t1) = tiny_mlp.target, tiny_mlp.task_mods
+    assert chosen.query_tuning_record(t0, target, "t0") is not None  # what compile_relax asks
+    assert chosen.query_tuning_record(t1, target, "t1") is None
+
+
+def test_compile_verify_save_load_run(tiny_mlp, tmp_path):
+    compiled = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target, {"model": "tiny-mlp"})
+    error = compiler.verify(compiled, tiny_mlp.inputs, tiny_mlp.reference_outputs)
+    assert error < 1e-5
+    latency = compiled.time(*tiny_mlp.inputs, repeat=3, min_repeat_ms=1)
+    assert 0 < latency.minimum <= latency.median and latency.repeats == 3
+
+    path = compiled.save(str(tmp_path / "artifact"))
+    loaded = compiler.load(path)
+    assert loaded.metadata["model"] == "tiny-mlp"
+    assert loaded.target.kind.name == "llvm"
+    np.testing.assert_allclose(loaded(*tiny_mlp.inputs)[0], compiled(*tiny_mlp.inputs)[0])
+
+
+def test_verify_rejects_wrong_outputs(tiny_mlp):
+    compiled = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target)
+    wrong = (tiny_mlp.reference_outputs[0] * 1.01,)
+    with pytest.raises(VerificationError, match="differs"):
+        compiler.verify(compiled, tiny_mlp.inputs, wrong)
+    with pytest.raises(VerificationError, match="shape"):
+        compiler.verify(compiled, tiny_mlp.inputs, (wrong[0][:, :3],))
+
+
+def test_load_rejects_non_artifacts(tmp_path):
+    with pytest.raises(InputError, match="not a tunewise artifact"):
+        compiler.load(str(tmp_path))

@@ -1,0 +1,97 @@
+import numpy as np
+import pytest
+import torch
+
+from tunewise import frontend, zoo
+from tunewise.errors import InputError, ModelImportError
+
+
+def _onnx_matmul(path, batch_dim=1):
+    import onnx
+    from onnx import TensorProto, helper
+
+    w = helper.make_tensor("w", TensorProto.FLOAT, [8, 4], np.arange(32, dtype=np.float32).tolist())
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+        "mm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch_dim, 8])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [batch_dim, 4])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    onnx.save(model, path)
+    return path
+
+
+def test_zoo_models_build_with_seeded_weights():
+    a, (x,) = zoo.get("tiny-cnn", seed=3)
+    b, (y,) = zoo.get("tiny-cnn", seed=3)
+    assert torch.equal(x, y)
+    assert torch.equal(a(x), b(y))
+    c, _ = zoo.get("tiny-cnn", seed=4)
+    assert not torch.equal(a(x), c(x))
+
+
+def test_unknown_zoo_name_lists_the_choices():
+    with pytest.raises(InputError, match="resnet18"):
+        frontend.load("resnet19")
+
+
+def test_torch_module_import_keeps_reference_outputs():
+    model, inputs = zoo.get("tiny-mlp")
+    imported = frontend.load(model, example_inputs=inputs)
+    assert imported.input_shapes == ((1, 64),)
+    np.testing.assert_allclose(imported.reference_outputs[0], model(*inputs).detach().numpy())
+    assert "main" in [gv.name_hint for gv in imported.mod.get_global_vars()]
+
+
+def test_pt2_file_import(tmp_path):
+    model, inputs = zoo.get("tiny-mlp")
+    path = str(tmp_path / "mlp.pt2")
+    torch.export.save(torch.export.export(model, inputs), path)
+    imported = frontend.load(path)
+    assert imported.name == "mlp" and imported.input_shapes == ((1, 64),)
+    np.testing.assert_allclose(imported.reference_outputs[0], model(torch.from_numpy(imported.inputs[0]))
+                               .detach().numpy(), rtol=1e-6)
+
+
+def test_onnx_import_uses_onnxruntime_reference(tmp_path):
+    imported = frontend.load(_onnx_matmul(str(tmp_path / "mm.onnx")))
+    x = imported.inputs[0]
+    expected = np.maximum(x @ np.arange(32, dtype=np.float32).reshape(8, 4), 0)
+    np.testing.assert_allclose(imported.reference_outputs[0], expected, rtol=1e-5)
+
+
+def test_onnx_dynamic_shape_needs_input_shape(tmp_path):
+    path = _onnx_matmul(str(tmp_path / "dyn.onnx"), batch_dim="N")
+    with pytest.raises(ModelImportError, match="--input-shape x="):
+        frontend.load(path)
+    assert frontend.load(path, input_shapes={"x": (3, 8)}).input_shapes == ((3, 8),)
+    with pytest.raises(InputError, match="unknown ONNX inputs"):
+        frontend.load(path, input_shapes={"y": (3, 8)})
+
+
+def test_corrupt_and_missing_files(tmp_path):
+    corrupt = tmp_path / "broken.onnx"
+    corrupt.write_bytes(b"\x00\x01 definitely not protobuf")
+    with pytest.raises(ModelImportError, match="not a valid ONNX model"):
+        frontend.load(str(corrupt))
+    with pytest.raises(InputError, match="no such model file"):
+        frontend.load(str(tmp_path / "absent.onnx"))
+    (tmp_path / "model.h5").write_text("x")
+    with pytest.raises(InputError, match="unsupported model file"):
+        frontend.load(str(tmp_path / "model.h5"))
+
+
+def test_unsupported_operator_is_named():
+    class Odd(torch.nn.Module):
+        def forward(self, x):
+            return torch.special.bessel_j0(x)
+
+    with pytest.raises(ModelImportError, match="bessel_j0"):
+        frontend.load(Odd(), example_inputs=(torch.randn(4),))
+
+
+@pytest.mark.parametrize("spec,shape", [("x=1,3,8,8", (1, 3, 8, 8))])
+def test_parse_input_shapes(spec, shape):
+    assert frontend.parse_input_shapes([spec]) == {"x": shape}
+    for bad in ["x", "x=1,a", "=1,2", "x=0,3"]:
+        with pytest.raises(InputError):
+            frontend.parse_input_shapes([bad])

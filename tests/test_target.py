@@ -1,0 +1,29 @@
+import pytest
+
+from tunewise import target
+from tunewise.errors import TargetError
+
+
+def test_default_target_is_this_cpu_with_its_mcpu():
+    import tvm
+
+    t = target.resolve(None)
+    assert t.kind.name == "llvm"
+    assert str(t.attrs["mcpu"]) == tvm.target.codegen.llvm_get_system_cpu()
+    assert target.resolve("llvm").attrs["mcpu"] == t.attrs["mcpu"]
+
+
+def test_json_target_is_taken_as_given():
+    t = target.resolve('{"kind": "llvm", "num-cores": 1}')
+    assert "mcpu" not in t.attrs and int(t.attrs["num-cores"]) == 1
+
+
+@pytest.mark.parametrize("bad", ["llvm -mcpu=znver3", "{not json", "no-such-kind", '{"kind": "llvm", "bogus": 1}'])
+def test_bad_targets_raise_one_line_errors(bad):
+    with pytest.raises(TargetError) as err:
+        target.resolve(bad)
+    assert "\n" not in str(err.value)
+
+
+def test_device_type_is_not_the_target_kind():
+    assert target.device_type(target.resolve(None)) == "cpu"
