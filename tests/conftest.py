@@ -26,3 +26,25 @@ def tiny_mlp(host_target, measurer):
     from tunewise import frontend, tasks
 
     return tasks.extract(frontend.load("tiny-mlp"), host_target, measurer=measurer)
+
+
+
+@pytest.fixture(scope="session")
+def tuned_store(tiny_mlp, measurer, tmp_path_factory):
+    """A SQLite store with two short real tuning runs of tiny-mlp, of different schedulers.
+
+    Returns ``(store, [session 1, session 2], events of session 1)``: round-robin with 20 trials (at most
+    12 a task, 6 a slot), then random with 6 (3 a slot).
+    """
+    from tunewise import schedulers, session, stores
+
+    store = stores.create(f"sqlite:///{tmp_path_factory.mktemp('tuned')}/tunewise.db")
+    events, sessions = [], []
+    for name, budget, per_slot in (("round-robin", session.Budget(max_trials=20, per_task_trials=12), 6),
+                                   ("random", session.Budget(max_trials=6), 3)):
+        run = store.create_run(tiny_mlp.name, str(tiny_mlp.target), name, {})
+        sessions.append(session.Session(tiny_mlp, schedulers.create_seeded(name, 0), budget, measurer, store, run,
+                                        trials_per_slot=per_slot,
+                                        listeners=[lambda e, s: events.append((e, s))] if not sessions else []))
+        sessions[-1].run()
+    return store, sessions, events

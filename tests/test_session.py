@@ -5,25 +5,20 @@ import math
 
 import pytest
 
-from tunewise import schedulers, session
+from tunewise import schedulers, session, stores
 from tunewise.errors import InputError
 
 pytestmark = pytest.mark.tvm
 
 
-@pytest.fixture(scope="module")
-def tuned(tiny_mlp, measurer, tmp_path_factory):
-    from tvm.s_tir import meta_schedule as ms
+def new_run(store, model, scheduler="round-robin"):
+    return store.create_run(model.name, str(model.target), scheduler, {})
 
-    work = tmp_path_factory.mktemp("records")
-    database = ms.database.JSONDatabase(work_dir=str(work))
-    events = []
-    with open(work / "trials.jsonl", "w") as log:
-        run = session.Session(tiny_mlp, schedulers.create("round-robin"),
-                              session.Budget(max_trials=20, per_task_trials=12), measurer, database,
-                              trials_per_slot=6, trial_log=log, listeners=[lambda e, s: events.append((e, s))])
-        final = run.run()
-    return run, final, database, events, work
+
+@pytest.fixture(scope="module")
+def tuned(tuned_store):
+    store, (run, _), events = tuned_store
+    return run, run.snapshot(), run.database, events, store
 
 
 def test_budgets_are_respected(tuned):
@@ -34,18 +29,24 @@ def test_budgets_are_respected(tuned):
     assert final.tasks[0].finished and not final.tasks[1].finished
 
 
-def test_every_trial_is_recorded_in_the_log_and_the_database(tuned, tiny_mlp):
-    run, final, database, _, work = tuned
-    lines = [json.loads(line) for line in (work / "trials.jsonl").read_text().splitlines()]
-    assert len(lines) == 20
-    assert {line["task_name"] for line in lines} == {t.name for t in tiny_mlp.tasks}
-    for line in lines:
-        assert (line["error"] is None) == bool(line["run_secs"])
-        assert line["build_seconds"] >= 0 and line["run_seconds"] > 0
-        assert isinstance(line["record"], list)  # MetaSchedule's JSON of the tuning record
-    records = database.get_all_tuning_records()
-    assert len(records) == 20
-    best = [min(t.latency for t in run.trials if t.task == k) for k in range(2)]
+def test_every_trial_is_recorded_in_the_store_and_the_database(tuned, tiny_mlp):
+    run, final, database, _, store = tuned
+    trials = store.get_trials(run.run_id)
+    assert trials == run.trials and len(trials) == 20
+    assert {t.task for t in trials} == {0, 1}
+    assert store.get_run(run.run_id).status == stores.TUNED
+    assert [t.name for t in store.get_tasks(run.run_id)] == [t.name for t in tiny_mlp.tasks]
+    assert len({t.candidate for t in trials}) == 20  # no candidate measured twice
+    for t in trials:
+        assert (t.error is None) == bool(t.run_secs)
+        assert t.build_seconds >= 0 and t.run_seconds > 0
+        assert isinstance(json.loads(t.record), list)  # MetaSchedule's JSON of the tuning record
+    checkpoints = store.get_checkpoints(run.run_id)
+    assert [c.trials for c in checkpoints] == [6, 6, 6, 2]
+    assert [(c.elapsed, c.latency) for c in checkpoints] == run.history[1:]
+    every = store.get_trials()  # this run's and the store's other run's: the searches share them
+    assert len(database.get_all_tuning_records()) == len(every) > 20
+    best = [min(t.latency for t in every if t.workload == run.database.workload_id(mod)) for mod in tiny_mlp.task_mods]
     for k, mod in enumerate(tiny_mlp.task_mods):
         top = database.get_top_k(database.commit_workload(mod), 1)[0]
         assert sum(float(s) for s in top.run_secs) / len(top.run_secs) == pytest.approx(best[k])
@@ -74,13 +75,12 @@ def test_each_task_has_a_valid_best(tuned):
 
 
 def test_time_budget_and_patience_stop_the_run(tiny_mlp, measurer):
-    from tvm.s_tir import meta_schedule as ms
-
+    store = stores.create("sqlite://")
     run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(time_budget=1e-3),
-                          measurer, ms.database.MemoryDatabase(), trials_per_slot=3)
+                          measurer, store, new_run(store, tiny_mlp), trials_per_slot=3)
     assert run.run().trials == 3  # the budget is checked between slots: the first slot completes
     run = session.Session(tiny_mlp, schedulers.create("sequential"),
-                          session.Budget(max_trials=40, patience=1), measurer, ms.database.MemoryDatabase(),
+                          session.Budget(max_trials=40, patience=1), measurer, store, new_run(store, tiny_mlp),
                           trials_per_slot=4)
     final = run.run()
     # patience 1: a task is finished by its first slot that does not improve on its best

@@ -4,7 +4,8 @@ The stock ``LocalBuilder`` starts a fresh process pool for every batch and each 
 tensor intrinsics (40-70 s here), so every build times out. :class:`BuilderPool` starts its workers once per
 run; they import TVM (5 s) and nothing else, and build with :func:`tunewise.tvm_env.build_candidate`.
 Candidates are measured one by one by MetaSchedule's ``LocalRunner`` (a persistent worker process), so each
-trial gets its own run seconds.
+trial gets its own run seconds, timed by an evaluator (:mod:`tunewise.runners`: MetaSchedule's fixed one by
+default, or AdaTune's adaptive one) that is told the task's best latency so far before every candidate.
 
 With ``overlap=True`` a candidate is measured as soon as it is built while the rest of the batch is still
 building. On a machine whose cores the measured kernel also uses this disturbs the timing: see the README
@@ -14,11 +15,13 @@ for the measurement, and leave it off there.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import math
 import os
 import shutil
 import time
 from dataclasses import dataclass
 
+from tunewise import runners
 from tunewise.target import device_type
 
 BUILD_ERROR, RUN_ERROR, TIMEOUT = "build", "run", "timeout"
@@ -94,18 +97,21 @@ class BuilderPool:
 
 
 class Measurer:
-    """Builds and measures batches of candidates for one target; owns the builder pool and the runner."""
+    """Builds and measures batches of candidates for one target; owns the builder pool and the runner.
+
+    ``evaluator`` is a :mod:`tunewise.runners` name or instance (default ``"fixed"``, MetaSchedule's own).
+    """
 
     def __init__(self, target, config: MeasureConfig | None = None, *, scratch: str | None = None,
-                 f_run_evaluator=None):
+                 evaluator: str | runners.Evaluator = "fixed"):
         from tvm.s_tir.meta_schedule.runner import LocalRunner
 
         self.target = target
         self.config = config or MeasureConfig()
+        self.evaluator = runners.create(evaluator)
         self.builder = BuilderPool(self.config.builder_workers, self.config.build_timeout, scratch)
-        kwargs = {"f_run_evaluator": f_run_evaluator} if f_run_evaluator is not None else {}
-        self.runner = LocalRunner(timeout_sec=self.config.run_timeout,
-                                  evaluator_config=self.config.evaluator(), **kwargs)
+        self.runner = LocalRunner(timeout_sec=self.config.run_timeout, evaluator_config=self.config.evaluator(),
+                                  f_run_evaluator=self.evaluator)
         self._device = device_type(target)
 
     def _collect_build(self, future: cf.Future) -> tuple[str | None, float, str]:
@@ -117,9 +123,10 @@ class Measurer:
         except Exception as err:  # a TVM build error of this candidate
             return None, 0.0, f"{BUILD_ERROR}:{str(err).strip().splitlines()[-1] if str(err).strip() else err}"
 
-    def _run(self, path: str, args_info, build_seconds: float) -> Measurement:
+    def _run(self, path: str, args_info, build_seconds: float, reference: float) -> Measurement:
         from tvm.s_tir.meta_schedule.runner import RunnerInput
 
+        self.runner.f_run_evaluator = self.evaluator.with_reference(reference)  # pickled with this candidate
         start = time.perf_counter()
         result = self.runner.run([RunnerInput(path, self._device, args_info)])[0].result()
         run_seconds = time.perf_counter() - start
@@ -130,22 +137,35 @@ class Measurer:
                                build_seconds, run_seconds)
         return Measurement(tuple(float(s) for s in result.run_secs), None, "", build_seconds, run_seconds)
 
-    def measure(self, batch) -> list[Measurement]:
-        """Build and measure ``batch``, a list of ``(mod, args_info)``; one :class:`Measurement` each, in order."""
+    def measure(self, batch, *, reference: float | None = None) -> list[Measurement]:
+        """Build and measure ``batch``, a list of ``(mod, args_info)``; one :class:`Measurement` each, in order.
+
+        ``reference`` says the batch holds candidates of one task whose best latency so far is ``reference``
+        (``inf``: none yet); it is lowered by every candidate of the batch that beats it, and the evaluator
+        is told it before each candidate (the adaptive one stops clearly slower candidates early). ``None``
+        (candidates of different tasks, or default schedules) tells the evaluator no reference at all.
+        """
         futures = [self.builder.submit(mod, self.target) for mod, _ in batch]
         results: list[Measurement | None] = [None] * len(batch)
         pending = []
+
+        def run(i: int, path: str, seconds: float, args_info) -> None:
+            nonlocal reference
+            results[i] = self._run(path, args_info, seconds, math.inf if reference is None else reference)
+            if reference is not None:
+                reference = min(reference, results[i].latency)
+
         for i, (future, (_, args_info)) in enumerate(zip(futures, batch, strict=True)):
             path, seconds, error = self._collect_build(future)
             if path is None:
                 kind, _, message = error.partition(":")
                 results[i] = Measurement((), kind, message[:500], seconds)
             elif self.config.overlap:
-                results[i] = self._run(path, args_info, seconds)
+                run(i, path, seconds, args_info)
             else:
                 pending.append((i, path, seconds, args_info))
-        for i, path, seconds, args_info in pending:
-            results[i] = self._run(path, args_info, seconds)
+        for item in pending:
+            run(*item)
         return results
 
     def close(self) -> None:

@@ -1,7 +1,9 @@
-"""The live progress display of ``tunewise tune`` (rich): per-task table, model latency, trials, time."""
+"""The live progress display of ``tunewise tune`` (rich): elapsed time, trials, the model-latency estimate with
+its history as a sparkline, the tuning time left under the budget, and the per-task table."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -12,9 +14,44 @@ from rich.text import Text
 
 from tunewise.workflow import Reporter
 
+_BARS = "▁▂▃▄▅▆▇█"
+
 
 def _ms(seconds: float) -> str:
     return "-" if not math.isfinite(seconds) else f"{seconds * 1e3:.3f}"
+
+
+def sparkline(values, width: int = 24) -> str:
+    """``values`` (the last ``width`` of them) as a line of block characters, low to high."""
+    values = [v for v in values if math.isfinite(v)][-width:]
+    if not values:
+        return ""
+    low, high = min(values), max(values)
+    span = high - low
+    return "".join(_BARS[round((v - low) / span * (len(_BARS) - 1)) if span > 0 else 0] for v in values)
+
+
+def time_left(snapshot, budget) -> float | None:
+    """Estimated seconds of tuning left under ``budget``: the time budget left, or the trials left at the
+    run's pace so far, whichever ends first; ``None`` when nothing bounds it yet (no time budget and no
+    trial measured)."""
+    left = []
+    if budget.time_budget is not None:
+        left.append(max(0.0, budget.time_budget - snapshot.elapsed))
+    trials = []
+    if budget.max_trials is not None:
+        trials.append(max(0, budget.max_trials - snapshot.trials))
+    if budget.per_task_trials is not None:
+        trials.append(sum(max(0, budget.per_task_trials - t.trials) for t in snapshot.live))
+    if trials and snapshot.trials > 0:
+        left.append(min(trials) * snapshot.elapsed / snapshot.trials)
+    return min(left) if left else None
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 class LiveProgress(Reporter):
@@ -26,6 +63,8 @@ class LiveProgress(Reporter):
         self._start = time.perf_counter()
         self._model = None
         self._budget = None
+        self._snapshot = None  # the latest, taken at self._at (perf_counter)
+        self._at = 0.0
 
     def phase(self, text: str) -> None:
         self.console.print(f"[bold]tunewise[/bold] {time.perf_counter() - self._start:6.1f}s  {text}")
@@ -34,17 +73,20 @@ class LiveProgress(Reporter):
         self._model, self._budget = model, budget
         self.phase(f"tuning {len(model.tasks)} tasks; untuned estimate {_ms(model.untuned_latency())} ms")
         if self.console.is_terminal:
-            self._live = Live(console=self.console, refresh_per_second=4, transient=False)
+            self._live = Live(console=self.console, get_renderable=self._render, refresh_per_second=2,
+                              transient=False)
             self._live.start()
 
     def _header(self, snapshot) -> str:
         b = self._budget
         trials = f"{snapshot.trials}" + (f"/{b.max_trials}" if b.max_trials else "")
-        left = f", {max(0.0, b.time_budget - snapshot.elapsed):.0f}s left" if b.time_budget else ""
         untuned, now = self._model.untuned_latency(), snapshot.estimated_latency()
         speedup = f" ({untuned / now:.1f}x)" if now > 0 and math.isfinite(untuned) else ""
-        return (f"elapsed {snapshot.elapsed:.0f}s{left} | trials {trials} | "
-                f"model latency estimate {_ms(now)} ms{speedup}")
+        left = time_left(snapshot, b)
+        eta = f" | ~{_duration(left)} left" if left is not None else ""
+        trend = sparkline([latency for _, latency in snapshot.history])
+        return (f"elapsed {_duration(snapshot.elapsed)} | trials {trials} | "
+                f"model latency estimate {_ms(now)} ms{speedup} {trend}{eta}")
 
     def _table(self, snapshot) -> Table:
         table = Table(expand=False, pad_edge=False)
@@ -55,10 +97,17 @@ class LiveProgress(Reporter):
                           str(t.trials), str(t.failures), "done" if t.finished else "")
         return table
 
+    def _render(self):
+        """The display now: the latest snapshot, its clock brought up to date (the run goes on between slots)."""
+        if self._snapshot is None:
+            return Text("")
+        snapshot = dataclasses.replace(self._snapshot,
+                                       elapsed=self._snapshot.elapsed + time.perf_counter() - self._at)
+        return Group(Text(self._header(snapshot)), self._table(snapshot))
+
     def slot(self, event, snapshot) -> None:
-        if self._live is not None:
-            self._live.update(Group(Text(self._header(snapshot)), self._table(snapshot)))
-        else:
+        self._snapshot, self._at = snapshot, time.perf_counter()
+        if self._live is None:
             task = snapshot.tasks[event.task]
             self.console.print(f"  slot {event.slot:4d} {task.name[:36]:36s} +{event.trials:3d} trials "
                                f"best {_ms(task.best)} ms | {self._header(snapshot)}")

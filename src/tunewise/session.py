@@ -2,25 +2,32 @@
 
 Each iteration is one *slot*: the scheduler picks a task from a frozen :class:`~tunewise.state.Snapshot`,
 that task's MetaSchedule search (evolutionary search guided by the shared cost model) proposes a batch of
-candidates, the :class:`~tunewise.measure.Measurer` builds and measures them, and every trial is recorded at
-once: in the MetaSchedule database (which seeds later searches and compilation) and in the trial log.
+candidates, the :class:`~tunewise.measure.Measurer` builds and measures them, and the slot's trials are
+committed to the store in one transaction with a checkpoint of the run (so a process killed at any point
+loses at most the slot in flight). The searches read the store through
+:class:`~tunewise.stores.StoreDatabase`, so they seed from every record of their workload.
 
 Budgets (:class:`Budget`) end the run: total trials, wall-clock time, trials per task, and per-task patience
 (a task is finished after that many trials without improvement). A task is also finished when its search
 space is exhausted. Failed candidates count against the budgets and are reported separately.
+
+A run whose store already holds trials is resumed: its slots are replayed from the store (progress per task,
+budgets spent, tuning time, the scheduler's decisions), its cost model is retrained on its records, and
+candidates it already measured are never measured again.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tunewise import cost_models, stores
 from tunewise.errors import InputError
-from tunewise.measure import Measurement
 from tunewise.state import Snapshot, TaskView
+from tunewise.stores import Checkpoint, StoredTask, StoredTrial
 
 
 @dataclass(frozen=True)
@@ -40,26 +47,6 @@ class Budget:
                 raise InputError(f"budget {name.replace('_', '-')} must be a positive number, got {value!r}")
         if self.max_trials is None and self.time_budget is None and self.per_task_trials is None:
             raise InputError("set a budget: trials, time or trials per task")
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One measured candidate, as recorded (``record`` is MetaSchedule's JSON of its tuning record)."""
-
-    task: int
-    task_name: str
-    slot: int
-    record: list
-    run_secs: tuple[float, ...]
-    error: str | None
-    message: str
-    build_seconds: float
-    run_seconds: float
-    timestamp: float
-
-    @property
-    def latency(self) -> float:
-        return sum(self.run_secs) / len(self.run_secs) if self.run_secs else math.inf
 
 
 @dataclass(frozen=True)
@@ -99,30 +86,56 @@ class _TaskSearch:
     of 512 either way), so it is asked for ``batch`` candidates at a time, as the stock loop does, and slots
     take their candidates from that queue. The search strategy is told each slot's results at once; the
     cost model is updated with the whole batch once it has been measured, again as in the stock loop.
+
+    The search remembers what it proposed in this process only (its seeds from the database are proposed
+    again), so candidates whose scheduled module is in ``seen`` (structural hashes, those measured by
+    earlier sessions of the run included) are dropped; ``duplicates`` counts them.
     """
 
     def __init__(self, mod, name: str, target, seed: int, num_threads: int, batch: int):
         self.mod, self.name, self.target = mod, name, target
         self.seed, self.num_threads, self.batch = seed, num_threads, batch
         self.context = None
+        self.seen: set[str] = set()
+        self.duplicates = 0
+        self.earlier: list[StoredTrial] = []  # this task's trials from earlier sessions of the run
         self._queue: list = []
         self._measured: list = []
         self._results: list = []
 
-    def propose(self, n: int, database, cost_model, max_trials: int) -> list:
-        """Up to ``n`` unmeasured candidates; an empty list when the search space is exhausted."""
+    def _prepare(self, database, cost_model, max_trials: int) -> None:
         from tvm.s_tir import meta_schedule as ms
 
+        self.context = ms.TuneContext(
+            self.mod, target=self.target, space_generator="post-order-apply",
+            search_strategy="evolutionary", task_name=self.name, rand_state=self.seed,
+            num_threads=self.num_threads, logger=ms.logging.get_logger("tunewise.search"),
+        ).clone()
+        self.context.pre_tuning(max_trials, self.batch, self.context.generate_design_space(), database,
+                                cost_model)
+        if self.earlier:  # a resumed run: the cost model learns what it had learnt from these
+            records = [database.record(t) for t in self.earlier]
+            cost_model.update(self.context, [r.as_measure_candidate() for r in records],
+                              [_runner_result(t) for t in self.earlier])
+            self.earlier = []
+
+    def propose(self, n: int, database, cost_model, max_trials: int) -> list[tuple[object, str]]:
+        """Up to ``n`` ``(candidate, hash)`` never measured in the run; none when the space is exhausted."""
+        from tunewise.stores._database import module_hash
+
         if self.context is None:
-            self.context = ms.TuneContext(
-                self.mod, target=self.target, space_generator="post-order-apply",
-                search_strategy="evolutionary", task_name=self.name, rand_state=self.seed,
-                num_threads=self.num_threads, logger=ms.logging.get_logger("tunewise.search"),
-            ).clone()
-            self.context.pre_tuning(max_trials, self.batch, self.context.generate_design_space(), database,
-                                    cost_model)
-        if not self._queue:
-            self._queue = list(self.context.generate_measure_candidates() or [])
+            self._prepare(database, cost_model, max_trials)
+        while not self._queue:
+            batch = self.context.generate_measure_candidates()
+            if batch is None:
+                return []
+            for candidate in batch:
+                key = module_hash(candidate.sch.mod)
+                if key in self.seen:
+                    self.duplicates += 1
+                else:
+                    self.seen.add(key)
+                    self._queue.append((candidate, key))
         taken, self._queue = self._queue[:n], self._queue[n:]
         return taken
 
@@ -135,16 +148,25 @@ class _TaskSearch:
             self._measured, self._results = [], []
 
 
+def _runner_result(trial: StoredTrial):
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.runner.RunnerResult(list(trial.run_secs) if not trial.error else None,
+                                  None if not trial.error else f"{trial.error}: {trial.message}")
+
+
 class Session:
     """Tunes an :class:`~tunewise.tasks.ExtractedModel` under a budget with a task scheduler.
 
-    ``database`` is a MetaSchedule database (records are committed to it as they are measured);
-    ``trial_log`` an open text file that receives one JSON line per trial, flushed at once.
-    ``listeners`` are called as ``listener(event, snapshot)`` after every slot.
+    Trials are recorded as run ``run`` of ``store`` (a :class:`~tunewise.stores.Store`), which must exist;
+    the model's tasks are added to the run, or, when the run has some, checked against them and the run is
+    resumed from what the store holds. ``database`` is the MetaSchedule view of the store the searches use
+    (for compiling with the results). ``listeners`` are called as ``listener(event, snapshot)`` after every
+    slot.
     """
 
-    def __init__(self, model, scheduler, budget: Budget, measurer, database, *, trials_per_slot: int = 16,
-                 search_batch: int = 64, cost_model=None, seed: int = 0, trial_log=None,
+    def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int, *, trials_per_slot: int = 16,
+                 search_batch: int = 64, cost_model=None, seed: int = 0,
                  listeners: list[Callable[[SlotEvent, Snapshot], None]] | None = None):
         from tvm.s_tir import meta_schedule as ms
 
@@ -154,27 +176,38 @@ class Session:
         self.scheduler = scheduler
         self.budget = budget
         self.measurer = measurer
-        self.database = database
+        self.store = store
+        self.run_id = run
+        self.database = stores.StoreDatabase(store, run=run, target=model.target)
         self.trials_per_slot = trials_per_slot
         num_threads = int(model.target.attrs["num-cores"]) if "num-cores" in model.target.attrs else 1
-        self.cost_model = cost_model or ms.CostModel.create("xgb", num_tuning_cores=num_threads)
-        self.trial_log = trial_log
+        self.cost_model = cost_models.create(cost_model or "xgb", **({} if isinstance(cost_model, ms.CostModel)
+                                             else {"seed": seed, "num_tuning_cores": num_threads}))
         self.listeners = list(listeners or [])
-        self.trials: list[Trial] = []
-        self.history: list[tuple[float, float]] = []
+        self.trials: list[StoredTrial] = []
         self.decision_seconds = 0.0
         self._progress = [_TaskProgress() for _ in model.tasks]
         self._searches = [_TaskSearch(m, t.name, model.target, seed + i + 1, num_threads,
                                       max(search_batch, trials_per_slot))
                           for i, (t, m) in enumerate(zip(model.tasks, model.task_mods, strict=True))]
-        self._workloads = {}
+        self._workloads = [self.database.workload_id(m, commit=True) for m in model.task_mods]
+        self._offset = 0.0  # tuning time of earlier sessions of the run
         self._start = None
         self._slot = 0
+        self.history: list[tuple[float, float]] = []
+        self.history.append((0.0, self.snapshot().estimated_latency()))
+        self._attach()
 
     # -- state -------------------------------------------------------------------------------------------
     @property
     def elapsed(self) -> float:
-        return 0.0 if self._start is None else time.perf_counter() - self._start
+        """Tuning time of the run so far, earlier sessions included."""
+        return self._offset + (0.0 if self._start is None else time.perf_counter() - self._start)
+
+    @property
+    def duplicates(self) -> int:
+        """Candidates the searches proposed although the run had measured them already (skipped)."""
+        return sum(s.duplicates for s in self._searches)
 
     def snapshot(self) -> Snapshot:
         views = tuple(
@@ -198,86 +231,122 @@ class Session:
             n = min(n, self.budget.per_task_trials - progress.trials)
         return n
 
+    # -- resuming ----------------------------------------------------------------------------------------
+    def _attach(self) -> None:
+        """Add the tasks to a new run, or replay a run the store already holds."""
+        stored = self.store.get_tasks(self.run_id)
+        if not stored:
+            self.store.add_tasks(self.run_id, [StoredTask(i, t.name, w, t.weight, t.flops, t.default_latency)
+                                               for i, (t, w) in enumerate(zip(self.model.tasks, self._workloads,
+                                                                              strict=True))])
+            return
+        if [t.workload for t in stored] != self._workloads:
+            raise InputError(f"run {self.run_id} tuned other tasks than {self.model.name} has now "
+                             "(different model, graph level or target); start a new run")
+        by_slot = defaultdict(list)
+        for trial in self.store.get_trials(self.run_id):
+            by_slot[trial.slot].append(trial)
+        for checkpoint in self.store.get_checkpoints(self.run_id):
+            self.scheduler.next(self.snapshot())  # the scheduler's own state follows its decisions
+            self._offset = checkpoint.elapsed
+            progress, search = self._progress[checkpoint.task], self._searches[checkpoint.task]
+            if checkpoint.trials == 0:
+                progress.finished = True
+                continue
+            trials = by_slot.pop(checkpoint.slot)
+            self._finish_slot(checkpoint.task, trials, progress.best)
+            self.trials += trials
+            search.seen.update(t.candidate for t in trials)
+            search.earlier += trials
+            self._slot = checkpoint.slot + 1
+            self.history.append((checkpoint.elapsed, checkpoint.latency))
+
     # -- acting ------------------------------------------------------------------------------------------
     def run(self) -> Snapshot:
-        """Tune until a budget is spent, the scheduler stops, or every task is finished."""
+        """Tune until a budget is spent, the scheduler stops, or every task is finished.
+
+        The run's status is ``running`` meanwhile, then ``tuned``; ``interrupted`` or ``failed`` when an
+        exception (Ctrl-C included) ends it.
+        """
+        self.store.set_status(self.run_id, stores.RUNNING)
         self._start = time.perf_counter()
-        self.history.append((0.0, self.snapshot().estimated_latency()))
-        while not self._out_of_budget():
-            snapshot = self.snapshot()
-            if not snapshot.live:
-                break
-            tick = time.perf_counter()
-            choice = self.scheduler.next(snapshot)
-            decision = time.perf_counter() - tick
-            self.decision_seconds += decision
-            if choice is None:
-                break
-            if snapshot.tasks[choice].finished:
-                raise RuntimeError(f"scheduler {self.scheduler!r} chose finished task {choice}")
-            self._run_slot(choice, decision)
+        try:
+            while not self._out_of_budget():
+                snapshot = self.snapshot()
+                if not snapshot.live:
+                    break
+                tick = time.perf_counter()
+                choice = self.scheduler.next(snapshot)
+                decision = time.perf_counter() - tick
+                self.decision_seconds += decision
+                if choice is None:
+                    break
+                if snapshot.tasks[choice].finished:
+                    raise RuntimeError(f"scheduler {self.scheduler!r} chose finished task {choice}")
+                self._run_slot(choice, decision)
+        except BaseException as err:
+            self.store.set_status(self.run_id, stores.INTERRUPTED if isinstance(err, KeyboardInterrupt)
+                                  else stores.FAILED)
+            raise
+        self.store.set_status(self.run_id, stores.TUNED)
         return self.snapshot()
 
     def _run_slot(self, k: int, decision_seconds: float) -> None:
-        from tvm.s_tir import meta_schedule as ms
-
         progress, search = self._progress[k], self._searches[k]
         n = self._slot_size(progress)
         slot_start = time.perf_counter()
         max_trials = self.budget.per_task_trials or self.budget.max_trials or 1_000_000
-        candidates = search.propose(n, self.database, self.cost_model, max_trials) if n > 0 else []
+        proposed = search.propose(n, self.database, self.cost_model, max_trials) if n > 0 else []
         search_seconds = time.perf_counter() - slot_start
         best_before = progress.best
-        if not candidates:
+        if not proposed:
             progress.finished = True  # space exhausted (or no room left under the per-task budget)
+            self.store.add_trials(self.run_id, [], Checkpoint(
+                self._slot, k, 0, self.elapsed, time.perf_counter() - slot_start,
+                self.snapshot().estimated_latency()))
             return
+        candidates = [c for c, _ in proposed]
         measure_start = time.perf_counter()
-        measurements = self.measurer.measure([(c.sch.mod, c.args_info) for c in candidates])
+        measurements = self.measurer.measure([(c.sch.mod, c.args_info) for c in candidates], reference=best_before)
         measure_seconds = time.perf_counter() - measure_start
-        results = [ms.runner.RunnerResult(list(m.run_secs) if not m.error else None,
-                                          None if not m.error else f"{m.error}: {m.message}")
-                   for m in measurements]
-        self._record(k, candidates, measurements)
-        search.notify(candidates, results, self.cost_model)
-        self._finish_slot(k, measurements, best_before)
-        event = SlotEvent(self._slot, k, len(candidates), sum(m.error is not None for m in measurements),
-                          best_before, progress.best, time.perf_counter() - slot_start, search_seconds,
-                          measure_seconds, decision_seconds)
-        self._slot += 1
+        now, target, workload = time.time(), str(self.model.target), self.database.workload(self._workloads[k])
+        trials = [StoredTrial(self._workloads[k], _record_json(c, m, workload, self.model.target), m.run_secs,
+                              m.error, m.message, k, self._slot, target, key, m.build_seconds, m.run_seconds, now)
+                  for (c, key), m in zip(proposed, measurements, strict=True)]
+        self._finish_slot(k, trials, best_before)
+        self.trials += trials
         snapshot = self.snapshot()
         self.history.append((snapshot.elapsed, snapshot.estimated_latency()))
+        self.store.add_trials(self.run_id, trials, Checkpoint(
+            self._slot, k, len(trials), snapshot.elapsed, time.perf_counter() - slot_start,
+            snapshot.estimated_latency()))
+        search.notify(candidates, [_runner_result(t) for t in trials], self.cost_model)
+        event = SlotEvent(self._slot, k, len(trials), sum(t.error is not None for t in trials), best_before,
+                          progress.best, time.perf_counter() - slot_start, search_seconds, measure_seconds,
+                          decision_seconds)
+        self._slot += 1
         for listener in self.listeners:
             listener(event, self.snapshot())
 
-    def _record(self, k: int, candidates, measurements: list[Measurement]) -> None:
-        from tvm.s_tir import meta_schedule as ms
-
-        task = self.model.tasks[k]
-        if k not in self._workloads:
-            self._workloads[k] = self.database.commit_workload(self.model.task_mods[k])
-        now = time.time()
-        for candidate, m in zip(candidates, measurements, strict=True):
-            record = ms.database.TuningRecord(candidate.sch.trace, self._workloads[k],
-                                              list(m.run_secs) if m.run_secs else None,
-                                              self.model.target, candidate.args_info)
-            self.database.commit_tuning_record(record)
-            trial = Trial(k, task.name, self._slot, record.as_json(), m.run_secs, m.error, m.message,
-                          m.build_seconds, m.run_seconds, now)
-            self.trials.append(trial)
-            if self.trial_log is not None:
-                self.trial_log.write(json.dumps(trial.__dict__) + "\n")
-        if self.trial_log is not None:
-            self.trial_log.flush()
-
-    def _finish_slot(self, k: int, measurements: list[Measurement], best_before: float) -> None:
+    def _finish_slot(self, k: int, trials: list[StoredTrial], best_before: float) -> None:
         progress = self._progress[k]
-        best = min([best_before, *(m.latency for m in measurements)])
-        progress.trials += len(measurements)
-        progress.failures += sum(m.error is not None for m in measurements)
-        progress.since_improvement = 0 if best < best_before else progress.since_improvement + len(measurements)
+        best = min([best_before, *(t.latency for t in trials)])
+        progress.trials += len(trials)
+        progress.failures += sum(t.error is not None for t in trials)
+        progress.since_improvement = 0 if best < best_before else progress.since_improvement + len(trials)
         progress.best_history.append(best)
         progress.trials_history.append(progress.trials)
         b = self.budget
         if ((b.per_task_trials is not None and progress.trials >= b.per_task_trials)
                 or (b.patience is not None and progress.since_improvement >= b.patience)):
             progress.finished = True
+
+
+def _record_json(candidate, measurement, workload, target) -> str:
+    """MetaSchedule's JSON text of the tuning record of a measured candidate."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunewise.stores._database import record_json
+
+    return record_json(ms.database.TuningRecord(candidate.sch.trace, workload, list(measurement.run_secs) or None,
+                                                target, candidate.args_info))

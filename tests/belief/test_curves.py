@@ -251,4 +251,4 @@ def test_bad_data_is_rejected():
 
 
 def test_repr_shows_the_arguments():
-    assert repr(CurveModel("pow2", seed=3)).startswith("CurveModel(family='pow2', n_walkers=10")
+    assert repr(CurveModel("pow2", seed=3)).startswith("CurveModel(family='pow2', n_walkers=32")

@@ -13,7 +13,7 @@ from tunewise.schedulers import DynaTune, DynaTuneEpsilonGreedy, DynaTuneSoftmax
 from tunewise.schedulers import _dynatune as dynatune_module
 from tunewise.state import Snapshot, TaskView
 
-FAST = {"n_walkers": 8, "n_steps": 100, "burn_in": 50, "thin": 5}
+FAST = {"n_walkers": 16, "n_steps": 120, "burn_in": 60, "thin": 1}
 FLOPS = 1e8  # 1e8 FLOPs at 10 GFLOPS is 10 ms
 
 

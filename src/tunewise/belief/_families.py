@@ -42,8 +42,8 @@ class CurveFamily:
 
 
 def _log_power(x, a, b, c):
-    # a / (1 + (x / e^b)^c), written as a * sigmoid(-c * (ln x - b)) so it never overflows.
-    return a / (1.0 + np.exp(np.clip(c * (np.log(x) - b), -700.0, 700.0)))
+    # a / (1 + (x / e^b)^c) = a * exp(-log(1 + e^(c (ln x - b)))), so it never overflows.
+    return a * np.exp(-np.logaddexp(0.0, c * (np.log(x) - b)))
 
 
 def _pow2(x, a, alpha):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import ndtr
 
 
 def expected_improvement(mean, std, best: float) -> np.ndarray:
@@ -15,6 +14,8 @@ def expected_improvement(mean, std, best: float) -> np.ndarray:
     >>> float(expected_improvement(0.5, 0.0, 0.2))
     0.3
     """
+    from scipy.special import ndtr  # slow to import: on first use
+
     mean, std = np.broadcast_arrays(np.asarray(mean, dtype=float), np.asarray(std, dtype=float))
     gap = mean - best
     safe = np.where(std > 0, std, 1.0)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import emcee
 import numpy as np
-from scipy.optimize import least_squares
 
 from tunewise.belief._families import FAMILIES, CurveFamily
 from tunewise.belief._improvement import expected_improvement
 from tunewise.belief._segments import last_segment
 
 _LOG_SIGMA = (np.log(1e-4), 0.0)  # bounds of log(noise std), in units of the peak
+_DRAWS = 1024  # proposals the walkers are resampled from
+_SCREEN = 64  # uniform draws from the bounds screened for the least-squares start
+_LSQ = {"method": "dogbox", "ftol": 1e-5, "xtol": 1e-5, "gtol": 1e-5, "max_nfev": 100}  # a start, not a result
 _MARGIN = 1e-4  # relative: the ML point is pushed this far above the constraint, so the walkers start inside
 
 
@@ -24,14 +25,20 @@ class CurveModel:
        relative step; ``jump=None`` keeps the whole curve), extended back across breaks to the last
        ``len(params) + 1`` points when it is shorter: early in tuning, when most slots improve by more than
        ``jump``, a fit across a break beats no fit;
-    2. fits the family by least squares (scipy), from a few starting points, with a penalty that keeps the
-       curve at the horizon above the best ``y`` seen;
-    3. samples the posterior with emcee's affine-invariant ensemble sampler (Goodman & Weare, 2010;
-       Foreman-Mackey et al., 2013), ``n_walkers`` started in a tight ball around the least-squares point;
+    2. fits the family by least squares (scipy), started from the best of the family's starting points and
+       a few uniform draws from its bounds, with a penalty that keeps the curve at the horizon above the
+       best ``y`` seen;
+    3. samples the posterior with the affine-invariant ensemble sampler of emcee (Goodman & Weare, 2010;
+       Foreman-Mackey et al., 2013), written here with the log-probability vectorised over the walkers:
        the likelihood is ``y ~ N(f(x), sigma^2)`` with ``log sigma`` sampled too; the prior is uniform on
        the family's bounds (and on ``log sigma`` in ``[log 1e-4, 0]``) and zero where the curve at the
-       horizon falls below the best seen. ``n_steps`` steps, the first ``burn_in`` dropped, every ``thin``-th
-       kept: the defaults give the paper's 200 samples.
+       horizon falls below the best seen. The ``n_walkers`` start near the posterior, not in a tight ball:
+       they are resampled (sampling-importance-resampling) from draws of the Laplace approximation at the
+       least-squares point, so a short burn-in suffices. ``n_steps`` steps, the first ``burn_in`` dropped,
+       every ``thin``-th kept. The paper ran 10 walkers for 500 steps from a tight ball (300 burn-in, thin
+       10: 200 samples; pass those sizes to run as long); the defaults, 32 walkers for 200 steps (100
+       burn-in, all 3200 kept), cost about a tenth of the paper's emcee run, and DynaTune replayed with
+       them on synthetic traces reaches the same model latencies as fast (``bench/dynatune_overhead.py``).
 
     ``predict`` returns the mean and standard deviation over the samples of the curve (not of a noisy
     observation of it). With fewer points than the family has parameters plus one, or if the fit or the
@@ -40,8 +47,7 @@ class CurveModel:
     is no data. Every output is finite.
 
     ``seed`` is anything ``numpy.random.default_rng`` takes; each ``fit`` draws from a generator made from it
-    (an integer seed makes every fit reproducible), and emcee gets its own ``RandomState`` seeded from that
-    generator, so the global RNG is never used.
+    (an integer seed makes every fit reproducible), so the global RNG is never used.
 
     >>> x = np.arange(1.0, 21.0) * 16
     >>> model = CurveModel(n_walkers=8, n_steps=100, burn_in=50, seed=0).fit(x, 0.5 / (1 + (x / 40) ** -1.2))
@@ -54,10 +60,10 @@ class CurveModel:
         self,
         family: str = "log-power",
         *,
-        n_walkers: int = 10,
-        n_steps: int = 500,
-        burn_in: int = 300,
-        thin: int = 10,
+        n_walkers: int = 32,
+        n_steps: int = 200,
+        burn_in: int = 100,
+        thin: int = 1,
         jump: float | None = 0.2,
         seed=None,
     ):
@@ -97,9 +103,10 @@ class CurveModel:
         self.ml_params_ = self.samples_ = None
         if x.size > len(curve.params):
             rng = np.random.default_rng(self.seed)
-            self.ml_params_ = _max_likelihood(curve, x, y, self.best_, self.horizon_)
-            if self.ml_params_ is not None:
-                self.samples_ = self._sample(curve, x, y, rng)
+            ml = _max_likelihood(curve, x, y, self.best_, self.horizon_, rng)
+            if ml is not None:
+                self.ml_params_ = ml.x
+                self.samples_ = self._sample(curve, x, y, ml, rng)
         return self
 
     def predict(self, x_new, return_std: bool = True):
@@ -124,32 +131,26 @@ class CurveModel:
         mean, std = self.predict(x_new)
         return expected_improvement(mean, std, best)
 
-    def _sample(self, curve: CurveFamily, x: np.ndarray, y: np.ndarray, rng: np.random.Generator):
+    def _sample(self, curve: CurveFamily, x: np.ndarray, y: np.ndarray, ml, rng: np.random.Generator):
         low, high = _bounds(curve)
         at = np.append(x, self.horizon_)
 
-        def log_prob(theta: np.ndarray) -> np.ndarray:
-            inside = np.all((theta >= low) & (theta <= high), axis=1)
-            with np.errstate(all="ignore"):
-                values = curve(at, theta[:, :-1])
-                feasible = values[:, -1] >= self.best_
-                resid = (y - values[:, :-1]) / np.exp(theta[:, -1:])
-                lp = -0.5 * np.sum(resid * resid, axis=1) - x.size * theta[:, -1]
-            ok = inside & feasible & np.isfinite(lp)
-            return np.where(ok, lp, -np.inf)
+        def log_prob(theta: np.ndarray) -> np.ndarray:  # called under np.errstate(all="ignore")
+            # -inf outside the support; nan (the curve undefined) counts as -inf for the sampler too
+            values = curve.fn(at, *theta[:, :-1].T[:, :, None])
+            resid = y - values[:, :-1]
+            log_sigma = theta[:, -1]
+            lp = -0.5 * np.einsum("ij,ij->i", resid, resid) * np.exp(-2.0 * log_sigma) - x.size * log_sigma
+            lp[((theta < low) | (theta > high)).any(axis=1) | (values[:, -1] < self.best_)] = -np.inf
+            return lp
 
-        resid = y - curve(x, self.ml_params_)
-        centre = np.append(self.ml_params_, np.clip(np.log(max(np.std(resid), 1e-3)), *_LOG_SIGMA))
-        start = _ball(centre, low, high, self.n_walkers, log_prob, rng)
-        if start is None:
-            return None
-        sampler = emcee.EnsembleSampler(self.n_walkers, centre.size, log_prob, vectorize=True)
-        state = emcee.State(start, random_state=np.random.RandomState(rng.integers(2**32)).get_state())
-        try:
-            sampler.run_mcmc(state, self.n_steps, progress=False)
-        except ValueError:  # emcee rejects degenerate ensembles; fall back to the flat belief
-            return None
-        samples = sampler.get_chain(discard=self.burn_in, thin=self.thin, flat=True)
+        centre, spread = _laplace(ml, x.size, low, high)
+        with np.errstate(all="ignore"):
+            start = _ball(centre, spread, self.n_walkers, log_prob, rng)
+            if start is None:
+                return None
+            chain = _stretch(log_prob, start, self.n_steps, rng)
+        samples = chain[self.burn_in :: self.thin].reshape(-1, centre.size)
         return samples if samples.size and np.all(np.isfinite(samples)) else None
 
 
@@ -171,46 +172,114 @@ def _bounds(curve: CurveFamily) -> tuple[np.ndarray, np.ndarray]:
     return low, high
 
 
-def _max_likelihood(curve: CurveFamily, x: np.ndarray, y: np.ndarray, best: float, horizon: float):
-    """The least-squares parameters; if they put ``f(horizon)`` below ``best``, refitted with a penalty that
-    lifts it a little above. ``None`` if no fit satisfies the constraint."""
-    h = np.array([horizon])
+def _max_likelihood(curve: CurveFamily, x: np.ndarray, y: np.ndarray, best: float, horizon: float,
+                    rng: np.random.Generator):
+    """The least-squares fit (scipy's ``OptimizeResult``), from the best of the family's starting points and
+    ``_SCREEN`` uniform draws from its bounds; if it puts ``f(horizon)`` below ``best``, refitted with a
+    penalty that lifts it a little above. ``None`` if no fit satisfies the constraint."""
+    from scipy.optimize import least_squares  # slow to import: on first use
+
+    at = np.append(x, horizon)
     weight = 1e3 * np.sqrt(x.size)
 
-    def residuals(theta, penalty):
+    def batch(thetas, penalty):  # residuals of each row of thetas
         with np.errstate(all="ignore"):
-            r = curve(x, theta) - y
+            values = curve(at, thetas)
+            r = values[:, :-1] - y
             if penalty:
-                r = np.append(r, weight * max(0.0, best * (1 + 2 * _MARGIN) - curve(h, theta)[0]))
+                lift = weight * np.maximum(0.0, best * (1 + 2 * _MARGIN) - values[:, -1:])
+                r = np.concatenate([r, lift], axis=1)
         return np.nan_to_num(r, nan=1e6, posinf=1e6, neginf=-1e6)
 
+    def residuals(theta, penalty):
+        return batch(theta[None, :], penalty)[0]
+
+    def jacobian(theta, penalty):  # forward differences, all parameters in one vectorised call
+        step = 1e-7 * np.maximum(np.abs(theta), 1e-3)
+        r = batch(np.vstack([theta, theta + np.diag(step)]), penalty)
+        return ((r[1:] - r[0]) / step[:, None]).T
+
     def solve(start, penalty):
-        return least_squares(residuals, start, bounds=bounds, args=(penalty,), method="trf", max_nfev=100)
+        return least_squares(residuals, start, jac=jacobian, bounds=bounds, args=(penalty,), **_LSQ)
 
     def feasible(theta):
-        return bool(np.all(np.isfinite(theta)) and curve(h, theta)[0] >= best * (1 + _MARGIN / 2))
+        return bool(np.all(np.isfinite(theta)) and curve(at[-1:], theta)[0] >= best * (1 + _MARGIN / 2))
 
     bounds = np.array(curve.bounds).T
-    fit = min((solve(start, False) for start in curve.start(x, y)), key=lambda f: f.cost)
+    low, high = bounds
+    pad = 1e-6 * (high - low)
+    starts = np.vstack([*curve.start(x, y), rng.uniform(low + pad, high - pad, (_SCREEN, low.size))])
+    with np.errstate(all="ignore"):
+        sse = np.nan_to_num(np.sum((curve(x, starts) - y) ** 2, axis=1), nan=np.inf)
+    fit = solve(starts[int(np.argmin(sse))], False)
     if not feasible(fit.x):
         fit = solve(np.clip(fit.x, *bounds), True)
-    return fit.x if feasible(fit.x) else None
+    return fit if feasible(fit.x) else None
 
 
-def _ball(centre, low, high, n, log_prob, rng, scale=1e-4, tries=30):
-    """``n`` walkers with finite log-probability, scattered by ``scale`` relative to ``centre`` (at least
-    ``scale**2`` of the bounds' width) and reflected into the bounds."""
-    width = scale * np.maximum(np.abs(centre), scale * (high - low))
-    walkers = np.empty((n, centre.size))
-    todo = np.arange(n)
+def _laplace(ml, n: int, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Centre and spread (a matrix ``S``: the draws are ``centre + S @ N(0, I)``) of the Laplace
+    approximation of the posterior at the least-squares fit ``ml`` of ``n`` points: the curve parameters
+    ``N(ml.x, s^2 (J^T J)^-1)`` with ``s^2`` the residual variance, and ``log sigma ~ N(log s, 1 / (2n))``.
+    Each standard deviation is capped at a quarter of its bounds' width. Where that is not finite (a
+    singular fit), a tight diagonal ball: ``1e-4`` relative to the centre, at least ``1e-8`` of the width."""
+    resid, jac = ml.fun[:n], ml.jac[:n]
+    s2 = max(float(np.sum(resid * resid)) / max(n - ml.x.size, 1), 1e-8)
+    centre = np.append(ml.x, np.clip(0.5 * np.log(s2), *_LOG_SIGMA))
+    with np.errstate(all="ignore"):
+        values, vectors = np.linalg.eigh(jac.T @ jac)
+        root = vectors / np.sqrt(np.where(values > 0, values, np.nan))  # root @ root.T = (J^T J)^-1
+    spread = np.zeros((centre.size, centre.size))
+    spread[:-1, :-1] = np.sqrt(s2) * root
+    spread[-1, -1] = 1.0 / np.sqrt(2.0 * n)
+    std = np.sqrt(np.sum(spread * spread, axis=1))
+    if not np.all(np.isfinite(spread)) or not np.all(std > 0):
+        return centre, np.diag(1e-4 * np.maximum(np.abs(centre), 1e-4 * (high - low)))
+    return centre, spread * np.minimum(1.0, 0.25 * (high - low) / std)[:, None]
+
+
+def _ball(centre, spread, n, log_prob, rng, draws=_DRAWS, tries=30):
+    """``n`` distinct walkers with finite log-probability, near the posterior: sampling-importance-resampling
+    (Rubin, 1988) from ``draws`` points ``centre + spread @ u``, ``u ~ N(0, I)``, weighted by the posterior
+    over that proposal and drawn without replacement in proportion to the weights (Efraimidis & Spirakis,
+    2006). With fewer than ``n`` of them inside the support, the spread is halved and the draw repeated, up
+    to ``tries`` times (``None`` then)."""
     for _ in range(tries):
-        draw = centre + width * rng.standard_normal((todo.size, centre.size))
-        draw = np.where(draw < low, 2 * low - draw, draw)
-        draw = np.where(draw > high, 2 * high - draw, draw)
-        ok = np.isfinite(log_prob(draw))
-        walkers[todo[ok]] = draw[ok]
-        todo = todo[~ok]
-        if todo.size == 0:
-            return walkers
-        width = width / 2
+        u = rng.standard_normal((draws, centre.size))
+        points = centre + u @ spread.T
+        log_weight = log_prob(points) + 0.5 * np.sum(u * u, axis=1)
+        if np.count_nonzero(np.isfinite(log_weight)) >= n:
+            keys = log_weight + rng.gumbel(size=draws)
+            return points[np.argsort(-keys)[:n]]
+        spread = spread / 2
     return None
+
+
+def _stretch(log_prob, walkers: np.ndarray, n_steps: int, rng: np.random.Generator, a: float = 2.0) -> np.ndarray:
+    """The chain ``(n_steps, walkers, dim)`` of Goodman & Weare's affine-invariant ensemble sampler
+    (Comm. App. Math. Comp. Sci., 2010) with the stretch move, scale ``a``: what emcee's default
+    ``StretchMove`` does (Foreman-Mackey et al., 2013). The walkers are split in two halves, updated in
+    turn, each walker against a random partner from the other half; ``log_prob`` takes a batch of points
+    and returns their log-probabilities (``-inf`` outside the support)."""
+    n, d = walkers.shape
+    walkers = walkers.copy()
+    lp = log_prob(walkers)
+    z = ((a - 1.0) * rng.random((n_steps, n)) + 1.0) ** 2 / a
+    threshold = np.log(rng.random((n_steps, n))) - (d - 1) * np.log(z)  # accept when lp rises by more
+    z = z[:, :, None]
+    half = n // 2
+    # (walkers moved, their partners' half, each one's partner at each step)
+    halves = ((slice(0, half), slice(half, n), rng.integers(n - half, size=(n_steps, half))),
+              (slice(half, n), slice(0, half), rng.integers(half, size=(n_steps, n - half))))
+    chain = np.empty((n_steps, n, d))
+    for step in range(n_steps):
+        for active, other, partners in halves:
+            partner = walkers[other][partners[step]]
+            moving, current = walkers[active], lp[active]  # views: updated in place
+            proposal = partner + z[step, active] * (moving - partner)
+            new = log_prob(proposal)
+            accept = new - current > threshold[step, active]
+            moving[accept] = proposal[accept]
+            current[accept] = new[accept]
+        chain[step] = walkers
+    return chain

@@ -31,6 +31,7 @@ __all__ = [
     "Sequential",
     "TaskScheduler",
     "create",
+    "create_seeded",
     "names",
 ]
 
@@ -73,6 +74,13 @@ def create(name: str | TaskScheduler, **kwargs: object) -> TaskScheduler:
         return cls(**kwargs)
     except (TypeError, ValueError) as err:
         raise InputError(f"scheduler {name!r}: {err}") from err
+
+
+def create_seeded(name: str | TaskScheduler, seed: int, **kwargs: object) -> TaskScheduler:
+    """:func:`create`, passing ``seed`` to the schedulers that take one (the deterministic ones do not)."""
+    if isinstance(name, str) and name in _REGISTRY and "seed" in _arguments(_REGISTRY[name]):
+        kwargs["seed"] = seed
+    return create(name, **kwargs)
 
 
 def _arguments(cls: type) -> list[str]:

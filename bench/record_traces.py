@@ -1,0 +1,92 @@
+"""Record replay traces (:mod:`tunewise.replay`): every task of a zoo model tuned alone, with tunewise's loop.
+
+Run by hand, never in CI (ResNet-18, 256 trials per task, 3 seeds: several hours on 2 cores)::
+
+    .venv/bin/python bench/record_traces.py --model resnet18 --trials 256 --seeds 3
+
+For each seed ``s`` and each task ``k``, a :class:`tunewise.session.Session` tunes a one-task model (the
+extracted model with only task ``k``, by ``dataclasses.replace``) in a fresh in-memory store (so no search
+seeds from another recording), with its own XGBoost cost model, search seed ``s``,
+``Budget(max_trials=trials)`` and the session's default slot of 16 trials; it stops early if the task's
+search space runs out. Each trial's latency is what the session recorded (``inf`` for a failure). Each
+slot's cost is the session clock between the end of the previous slot (or the start) and the end of this
+one, less the scheduler's decision time: the search, the builds and runs, the records and the cost-model
+update, shared equally by the slot's trials. The default latencies are measured once, by the extraction,
+with the same :class:`tunewise.measure.MeasureConfig` as the trials.
+
+Writes ``bench/traces/MODEL.json.gz`` (or ``--out``) after each seed, so a long recording can be stopped and
+still leave the seeds it finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import time
+
+from tunewise import frontend, measure, schedulers, session, stores, tasks, tvm_env
+from tunewise import target as targets
+from tunewise.replay import TaskRun, Trace, TraceTask
+
+
+def record_task(model, k: int, trials: int, measurer, seed: int) -> TaskRun:
+    """Task ``k`` of ``model`` tuned alone for up to ``trials`` trials: each trial's latency and cost."""
+    alone = dataclasses.replace(model, tasks=(model.tasks[k],), task_mods=(model.task_mods[k],))
+    costs: list[float] = []
+    last_end = [0.0]
+
+    def on_slot(event: session.SlotEvent, snapshot) -> None:
+        cost = snapshot.elapsed - last_end[0] - event.decision_seconds
+        costs.extend([cost / event.trials] * event.trials)
+        last_end[0] = snapshot.elapsed
+
+    store = stores.create("sqlite://")
+    try:
+        run = store.create_run(alone.name, str(alone.target), "sequential", {"recording": "replay trace"})
+        loop = session.Session(alone, schedulers.Sequential(), session.Budget(max_trials=trials), measurer,
+                               store, run, seed=seed, listeners=[on_slot])
+        loop.run()
+        return TaskRun(tuple(t.latency for t in loop.trials), tuple(costs))
+    finally:
+        store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--trials", type=int, default=256, help="trials per task and seed")
+    parser.add_argument("--seeds", type=int, default=3, help="record seeds 0 .. SEEDS-1")
+    parser.add_argument("--out", default=None, help="default: bench/traces/MODEL.json.gz")
+    args = parser.parse_args()
+    out = args.out or os.path.join("bench", "traces", f"{args.model}.json.gz")
+
+    target = targets.resolve(None)
+    tvm_env.prepare("llvm")
+    config = measure.MeasureConfig()
+    measurer = measure.Measurer(target, config)
+    model = tasks.extract(frontend.load(args.model), target, measurer=measurer)
+    trace_tasks = tuple(TraceTask(t.name, t.weight, t.flops, t.default_latency) for t in model.tasks)
+    meta = {"target": str(target), "trials_per_task": args.trials, "trials_per_slot": 16,
+            "measure": dataclasses.asdict(config), "recorded": time.strftime("%Y-%m-%d %H:%M:%S")}
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    runs = []
+    for seed in range(args.seeds):
+        seed_runs = []
+        for k, task in enumerate(model.tasks):
+            start = time.perf_counter()
+            run = record_task(model, k, args.trials, measurer, seed)
+            seed_runs.append(run)
+            best = min(run.latencies, default=math.inf)
+            print(f"seed {seed} task {k + 1}/{len(model.tasks)} {task.name}: {len(run.latencies)} trials, "
+                  f"best {best * 1e6:.1f} us (default {task.default_latency * 1e6:.1f} us), "
+                  f"{time.perf_counter() - start:.0f} s", flush=True)
+        runs.append(tuple(seed_runs))
+        Trace(args.model, trace_tasks, tuple(runs), meta).save(out)
+        print(f"saved {out} with {len(runs)} seed(s)", flush=True)
+    measurer.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""Benchmark: the baseline task schedulers in tunewise's loop against stock MetaSchedule, on one model.
+
+Run by hand, never in CI (ResNet-18 at 600 trials takes over an hour on 2 cores)::
+
+    .venv/bin/python bench/schedulers.py --model resnet18 --trials 600 --out bench/results/resnet18-schedulers
+
+Everything shares one import, one task extraction and one measurement of the default latencies. Each run
+tunes from an empty database. Stock MetaSchedule is ``ms.tune_tasks(task_scheduler="gradient")`` with its
+defaults (64 trials per iteration, XGBoost, evolutionary search, ``LocalBuilder``/``LocalRunner`` with the
+same evaluator settings), changed only by the build function that skips the tensor-intrinsic import
+(without it every build times out here). Its model-latency curve is computed like ours, from the best
+latency of each task after each of its batches (tracked by a measure callback) and the same default
+latencies. The sequential scheduler gets a per-task budget of ``ceil(trials / tasks)``, as AutoTVM did.
+
+``--merge`` keeps the runs of an earlier invocation (each run is independent; each invocation measures its
+own default latencies, so curves from two invocations start from slightly different estimates).
+
+Writes ``OUT.json`` (curves, final compiled latencies, trials per minute, time to reach within 5 % of the
+best final estimate) and ``OUT.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import statistics
+import tempfile
+import time
+
+from tunewise import compile as compiler
+from tunewise import frontend, measure, schedulers, session, stores, tasks, tvm_env, workflow, zoo
+from tunewise import target as targets
+
+
+def onnxruntime_latency(model, inputs, repeat: int = 30) -> float:
+    import onnxruntime
+    import torch
+
+    buffer = io.BytesIO()
+    torch.onnx.export(model, inputs, buffer, dynamo=False)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = os.cpu_count() or 1
+    ort = onnxruntime.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
+    feeds = {ort.get_inputs()[0].name: inputs[0].numpy()}
+    for _ in range(3):
+        ort.run(None, feeds)
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        ort.run(None, feeds)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def compiled_latency(model, database=None, *, apply_all: bool = False) -> float:
+    """Median latency of the model compiled with ``database`` (after an output check)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    if apply_all:  # stock: every task's best record, as compile_relax does
+        executable = ms.relax_integration.compile_relax(database, model.mod, model.target, params=None)
+    else:
+        executable = compiler.build(model, database)
+    compiled = compiler.CompiledModel(executable, model.target)
+    compiler.verify(compiled, model.inputs, model.reference_outputs)
+    return compiled.time(*model.inputs, repeat=10).median
+
+
+def run_ours(model, name: str, trials: int, measurer, seed: int) -> dict:
+    per_task = math.ceil(trials / len(model.tasks)) if name == "sequential" else None
+    store = stores.create("sqlite://")  # in memory: every run tunes from an empty database
+    loop = session.Session(model, schedulers.create_seeded(name, seed),
+                           session.Budget(max_trials=trials, per_task_trials=per_task), measurer,
+                           store, store.create_run(model.name, str(model.target), name, {}), seed=seed)
+    final = loop.run()
+    return {"curve": [list(p) for p in loop.history], "trials": final.trials,
+            "failures": sum(t.failures for t in final.tasks), "tuning_seconds": final.elapsed,
+            "decision_seconds": loop.decision_seconds,
+            "trials_per_minute": 60 * final.trials / final.elapsed,
+            "final_estimate": final.estimated_latency(),
+            "compiled_latency": compiled_latency(model, loop.database)}
+
+
+def run_stock(model, trials: int, config: measure.MeasureConfig, seed: int) -> dict:
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+    best = [math.inf] * len(model.tasks)
+    curve = []
+    start = [0.0]
+
+    def estimate() -> float:
+        return sum(t.weight * min(b, t.default_latency) for t, b in zip(model.tasks, best, strict=True))
+
+    @derived_object
+    class Track(PyMeasureCallback):
+        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+            for result in runner_results:
+                if result.run_secs:
+                    secs = [float(s) for s in result.run_secs]
+                    best[task_id] = min(best[task_id], sum(secs) / len(secs))
+            curve.append([time.perf_counter() - start[0], estimate()])
+
+    with tempfile.TemporaryDirectory() as work_dir:
+        contexts = [ms.TuneContext(mod, target=model.target, space_generator="post-order-apply",
+                                   search_strategy="evolutionary", task_name=t.name, rand_state=seed + i + 1,
+                                   num_threads=int(model.target.attrs["num-cores"])).clone()
+                    for i, (t, mod) in enumerate(zip(model.tasks, model.task_mods, strict=True))]
+        database = ms.database.MemoryDatabase()
+        builder = ms.builder.LocalBuilder(f_build=tvm_env.build_candidate)
+        runner = ms.runner.LocalRunner(evaluator_config=config.evaluator())
+        callbacks = [*ms.measure_callback.MeasureCallback.create("default"), Track()]
+        start[0] = time.perf_counter()
+        curve.append([0.0, estimate()])
+        ms.tune_tasks(tasks=contexts, task_weights=[float(t.weight) for t in model.tasks], work_dir=work_dir,
+                      max_trials_global=trials, num_trials_per_iter=64, builder=builder, runner=runner,
+                      database=database, cost_model="xgb", measure_callbacks=callbacks,
+                      task_scheduler="gradient")
+        elapsed = time.perf_counter() - start[0]
+        records = database.get_all_tuning_records()
+        return {"curve": curve, "trials": len(records),
+                "failures": sum(1 for r in records if not r.run_secs), "tuning_seconds": elapsed,
+                "trials_per_minute": 60 * len(records) / elapsed, "final_estimate": estimate(),
+                "compiled_latency": compiled_latency(model, database, apply_all=True)}
+
+
+def time_to_reach(curve, goal: float) -> float | None:
+    return next((t for t, latency in curve if latency <= goal), None)
+
+
+def plot(results: dict, model_name: str, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for name, run in results["runs"].items():
+        times, latencies = zip(*run["curve"], strict=True)
+        ax.step(times, [1e3 * x for x in latencies], where="post", label=name,
+                linestyle="--" if name.startswith("stock") else "-")
+    ax.set_xlabel("tuning time (s)")
+    ax.set_ylabel("estimated model latency (ms)")
+    ax.set_yscale("log")
+    ax.set_title(f"{model_name}: model latency vs tuning time, {results['trials']} trials")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--trials", type=int, default=600)
+    parser.add_argument("--schedulers", default="sequential,round-robin,random,flops,gradient")
+    parser.add_argument("--no-stock", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="bench/results/schedulers")
+    parser.add_argument("--merge", help="a JSON from an earlier invocation whose runs are kept (same model)")
+    args = parser.parse_args()
+
+    target = targets.resolve(None)
+    tvm_env.prepare("llvm")
+    module, inputs = zoo.get(args.model, seed=args.seed)
+    results = {"model": args.model, "trials": args.trials, "target": str(target),
+               "torch_eager_latency": workflow.torch_latency(module, inputs),
+               "onnxruntime_latency": onnxruntime_latency(module, inputs), "runs": {}}
+    imported = frontend.from_torch(module, inputs, name=args.model)
+    config = measure.MeasureConfig()
+    measurer = measure.Measurer(target, config)
+    model = tasks.extract(imported, target, measurer=measurer)
+    results["tasks"] = [{"name": t.name, "weight": t.weight, "flops": t.flops, "default_latency": t.default_latency}
+                        for t in model.tasks]
+    results["untuned_compiled_latency"] = compiled_latency(model)
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+
+    def save() -> None:
+        finals = [run["final_estimate"] for run in results["runs"].values()]
+        for run in results["runs"].values():
+            run["seconds_to_within_5pct"] = time_to_reach(run["curve"], 1.05 * min(finals))
+        with open(args.out + ".json", "w") as f:
+            json.dump(results, f, indent=1)
+        plot(results, args.model, args.out + ".png")
+
+    if args.merge:
+        with open(args.merge) as f:
+            earlier = json.load(f)
+        if (earlier["model"], earlier["trials"]) != (args.model, args.trials):
+            raise SystemExit(f"{args.merge} is for another model or budget")
+        results["runs"].update(earlier["runs"])
+        results["merged_from"] = {name: args.merge for name in earlier["runs"]}
+    runs = [] if args.no_stock else [("stock-gradient", lambda: run_stock(model, args.trials, config, args.seed))]
+    runs += [(name, lambda n=name: run_ours(model, n, args.trials, measurer, args.seed))
+             for name in args.schedulers.split(",") if name]
+    for name, run in runs:
+        try:
+            results["runs"][name] = run()
+        except Exception as err:  # keep the other runs' results; say which one failed and why
+            results.setdefault("errors", {})[name] = f"{type(err).__name__}: {err}"
+            print(name, "failed:", results["errors"][name], flush=True)
+            continue
+        save()
+        print(name, {k: v for k, v in results["runs"][name].items() if k != "curve"}, flush=True)
+    measurer.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""Cost models: what ranks the candidates MetaSchedule's evolutionary search proposes.
+
+A cost model here is a MetaSchedule ``CostModel`` (one instance shared by every task of a session) that
+follows MetaSchedule's contract: ``update(context, candidates, results)`` after each measured batch,
+``predict(context, candidates)`` returning one score per candidate, higher is better, and ``save``/``load``.
+In tunewise it also takes a ``seed`` and draws every random number from its own generator, never from the
+global RNG. :func:`create` builds one from its name:
+
+- ``"xgb"``: MetaSchedule's ``XGBModel`` (:class:`XGB`, seeded);
+- ``"rfei"``: AdaTune's random forest with expected improvement and uncertainty-driven exploration
+  (:class:`RFEI`, on the TVM-free core :class:`ForestEI`).
+
+The TVM-backed classes are imported on first use.
+
+>>> model = ForestEI(seed=0)  # the numeric core needs no TVM
+>>> sorted(names())
+['rfei', 'xgb']
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from tunewise import _factory
+from tunewise.cost_models._features import aggregate
+from tunewise.cost_models._forest import ForestEI, exploration_share
+
+__all__ = ["RFEI", "XGB", "ForestEI", "aggregate", "create", "exploration_share", "names"]
+
+_LAZY = {"RFEI": "tunewise.cost_models._rfei", "XGB": "tunewise.cost_models._xgb"}
+_REGISTRY = {"xgb": lambda: _lazy("XGB"), "rfei": lambda: _lazy("RFEI")}
+
+
+def names() -> list[str]:
+    """The names :func:`create` accepts."""
+    return list(_REGISTRY)
+
+
+def create(name, **kwargs: object):
+    """The cost model called ``name``, built with ``kwargs``; a MetaSchedule ``CostModel`` is returned unchanged.
+
+    Both models take ``seed`` and ``num_tuning_cores``. Raises :class:`~tunewise.errors.InputError` on an
+    unknown name, an argument the model does not take (the message lists the valid ones), or a bad value.
+    """
+    from tvm.s_tir.meta_schedule.cost_model import CostModel
+
+    return _factory.create("cost model", _REGISTRY, name, kwargs, CostModel)
+
+
+def _lazy(name: str):
+    return getattr(importlib.import_module(_LAZY[name]), name)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return _lazy(name)
+    raise AttributeError(f"module 'tunewise.cost_models' has no attribute {name!r}")

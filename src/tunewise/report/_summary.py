@@ -1,0 +1,79 @@
+"""What a run did, computed from the store alone (no TVM): per-task tables and curves."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tunewise.stores import Run, Store
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """One task of a run. Latencies and times in seconds; shares are fractions of the run's total."""
+
+    index: int
+    name: str
+    weight: int
+    trials: int
+    failures: int
+    best: float  # best measured latency (inf when none)
+    default_latency: float
+    latency_share: float  # of the model-latency estimate
+    seconds: float  # tuning time spent in the task's slots
+    time_share: float  # of the run's tuning time
+    curve: tuple[tuple[int, float], ...]  # (trials of the task, best latency so far) after each trial
+
+    @property
+    def current_latency(self) -> float:
+        return min(self.best, self.default_latency)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run: its row, tasks, totals and model-latency curve ``(tuning seconds, estimate)``."""
+
+    run: Run
+    tasks: tuple[TaskSummary, ...]
+    trials: int
+    failures: int
+    elapsed: float
+    untuned: float
+    estimate: float
+    curve: tuple[tuple[float, float], ...]
+
+    @property
+    def label(self) -> str:
+        return f"run {self.run.id}: {self.run.scheduler} ({self.run.model})"
+
+
+def summarize(store: Store, run: int) -> RunSummary:
+    """Summarise run ``run`` of ``store``."""
+    spec = store.get_run(run)
+    stored_tasks = store.get_tasks(run)
+    trials = store.get_trials(run, records=False)
+    checkpoints = store.get_checkpoints(run)
+    seconds = [0.0] * len(stored_tasks)
+    for c in checkpoints:
+        seconds[c.task] += c.seconds
+    curves: list[list[tuple[int, float]]] = [[] for _ in stored_tasks]
+    failures = [0] * len(stored_tasks)
+    for t in trials:
+        if t.task is None:
+            continue
+        best = min(t.latency, curves[t.task][-1][1] if curves[t.task] else math.inf)
+        curves[t.task].append((len(curves[t.task]) + 1, best))
+        failures[t.task] += t.error is not None
+    current = [min(c[-1][1] if c else math.inf, s.default_latency) for c, s in zip(curves, stored_tasks, strict=True)]
+    estimate = sum(s.weight * latency for s, latency in zip(stored_tasks, current, strict=True))
+    total_seconds = sum(seconds)
+    tasks = tuple(
+        TaskSummary(s.index, s.name, s.weight, len(curve), fails, curve[-1][1] if curve else math.inf,
+                    s.default_latency, s.weight * latency / estimate if 0 < estimate < math.inf else 0.0,
+                    spent, spent / total_seconds if total_seconds > 0 else 0.0, tuple(curve))
+        for s, curve, fails, latency, spent in zip(stored_tasks, curves, failures, current, seconds, strict=True))
+    untuned = sum(s.weight * s.default_latency for s in stored_tasks) if stored_tasks else math.inf
+    estimate = estimate if stored_tasks else math.inf  # an import has no tasks: no model to estimate
+    curve = ((0.0, untuned), *((c.elapsed, c.latency) for c in checkpoints if c.trials))
+    return RunSummary(spec, tasks, len(trials), sum(t.error is not None for t in trials),
+                      checkpoints[-1].elapsed if checkpoints else 0.0, untuned, estimate, curve)

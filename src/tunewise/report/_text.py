@@ -1,0 +1,48 @@
+"""Plain-text tables of runs and of one run's tasks (what ``tunewise runs`` and ``tunewise show`` print)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+from tunewise.report._summary import RunSummary
+
+
+def ms(seconds: float) -> str:
+    """Seconds as milliseconds with 3 decimals, ``-`` for inf."""
+    return f"{seconds * 1e3:.3f}" if math.isfinite(seconds) else "-"
+
+
+def _ago(timestamp: float) -> str:
+    seconds = max(0.0, time.time() - timestamp)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit} ago"
+    return f"{seconds:.0f}s ago"
+
+
+def runs_table(summaries: list[RunSummary]) -> list[str]:
+    """One line per run: id, status, model, scheduler, trials, tuning time, latency estimate, last write."""
+    lines = [f"{'run':>4s}  {'status':11s} {'model':16s} {'scheduler':16s} {'trials':>7s} {'failed':>6s} "
+             f"{'tuned s':>8s} {'untuned ms':>10s} {'estimate ms':>11s}  updated"]
+    for s in summaries:
+        r = s.run
+        lines.append(f"{r.id:4d}  {r.status:11s} {r.model[-16:]:16s} {r.scheduler[:16]:16s} {s.trials:7d} "
+                     f"{s.failures:6d} {s.elapsed:8.0f} {ms(s.untuned):>10s} {ms(s.estimate):>11s}  {_ago(r.updated)}")
+    return lines
+
+
+def run_table(summary: RunSummary) -> list[str]:
+    """A run's header and its per-task table: trials, failures, best latency, shares of latency and time."""
+    r = summary.run
+    estimate = (f"; model latency estimate {ms(summary.untuned)} -> {ms(summary.estimate)} ms "
+                f"({summary.untuned / summary.estimate:.2f}x)" if 0 < summary.estimate < math.inf else "")
+    lines = [f"run {r.id}: {r.model} with {r.scheduler} on {r.target}",
+             f"status {r.status}; {summary.trials} trials ({summary.failures} failed) in {summary.elapsed:.0f}s"
+             + estimate,
+             f"{'task':40s} {'weight':>6s} {'trials':>6s} {'failed':>6s} {'default ms':>10s} {'best ms':>9s} "
+             f"{'latency %':>9s} {'time %':>7s}"]
+    for t in summary.tasks:
+        lines.append(f"{t.name[:40]:40s} {t.weight:6d} {t.trials:6d} {t.failures:6d} {ms(t.default_latency):>10s} "
+                     f"{ms(t.best):>9s} {100 * t.latency_share:9.1f} {100 * t.time_share:7.1f}")
+    return lines

@@ -1,0 +1,78 @@
+"""Tuning stores: every run, task, measured trial, checkpoint and artifact, chosen by URL.
+
+``sqlite:///tunewise.db`` (the default, in the working directory) is an embedded store for one machine;
+``postgresql+psycopg://user:password@host/database`` a store shared by several tuners or machines. Every
+backend follows the contract of :class:`Store`. :class:`StoreDatabase` (MetaSchedule's database interface
+over a store) and the JSON import/export need TVM and are imported on first use.
+
+>>> store = create("sqlite://")  # in memory
+>>> create(store) is store
+True
+>>> store.get_runs()
+[]
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from tunewise.stores._base import (
+    FAILED,
+    FINISHED,
+    IMPORTED,
+    INTERRUPTED,
+    RUNNING,
+    TUNED,
+    Artifact,
+    Checkpoint,
+    Run,
+    Store,
+    StoredTask,
+    StoredTrial,
+    ranking_latency,
+)
+from tunewise.stores._sqlalchemy import SQLAlchemyStore
+
+__all__ = [
+    "DEFAULT_URL",
+    "FAILED",
+    "FINISHED",
+    "IMPORTED",
+    "INTERRUPTED",
+    "RUNNING",
+    "TUNED",
+    "Artifact",
+    "Checkpoint",
+    "Run",
+    "SQLAlchemyStore",
+    "Store",
+    "StoreDatabase",
+    "StoredTask",
+    "StoredTrial",
+    "create",
+    "export_records",
+    "import_records",
+    "ranking_latency",
+]
+
+DEFAULT_URL = "sqlite:///tunewise.db"
+
+_LAZY = {"StoreDatabase": "tunewise.stores._database", "export_records": "tunewise.stores._exchange",
+         "import_records": "tunewise.stores._exchange"}
+
+
+def create(url: str | Store | None = None, *, must_exist: bool = False) -> Store:
+    """The store at ``url`` (default :data:`DEFAULT_URL`), created and migrated when needed; a
+    :class:`Store` is returned unchanged. ``must_exist`` refuses to create a new SQLite file.
+
+    Raises :class:`~tunewise.errors.InputError` on a malformed URL, a missing driver or an unreachable server.
+    """
+    if isinstance(url, Store):
+        return url
+    return SQLAlchemyStore(url or DEFAULT_URL, must_exist=must_exist)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'tunewise.stores' has no attribute {name!r}")

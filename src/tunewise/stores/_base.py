@@ -1,0 +1,207 @@
+"""The store contract: what every backend keeps and how it may be used.
+
+Values read from a store are frozen dataclasses; nothing here imports TVM. The MetaSchedule side (workload
+equality, record JSON) lives in :mod:`tunewise.stores._database`, which reads and writes through this API.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+#: Run statuses. ``running`` is also what a run killed without warning (SIGKILL, power loss) is left in.
+RUNNING, INTERRUPTED, FAILED, TUNED, FINISHED, IMPORTED = (
+    "running", "interrupted", "failed", "tuned", "finished", "imported")
+
+_MISSING_TIME = 1e10  # MetaSchedule's stub for a run time that was not measured
+
+
+@dataclass(frozen=True)
+class Run:
+    """One tuning run (or one import of records). ``settings`` is the JSON object it was started with."""
+
+    id: int
+    model: str
+    target: str
+    scheduler: str
+    settings: Mapping = field(default_factory=dict)
+    status: str = RUNNING
+    created: float = 0.0
+    updated: float = 0.0  # last write of the run: a ``running`` run not updated for long is a dead one
+
+
+@dataclass(frozen=True)
+class StoredTask:
+    """A task of a run, in the run's task order; ``workload`` is the store id of its TIR module."""
+
+    index: int
+    name: str
+    workload: int
+    weight: int
+    flops: float
+    default_latency: float
+
+
+@dataclass(frozen=True)
+class StoredTrial:
+    """One measured candidate.
+
+    ``record`` is MetaSchedule's JSON text of the tuning record (trace, run seconds, target, argument info;
+    ``None`` when read without records), ``candidate`` the structural hash (hex) of the scheduled module that
+    was measured, ``target`` the target's JSON text. ``task`` is ``None`` for imported records.
+    """
+
+    workload: int
+    record: str | None
+    run_secs: tuple[float, ...] = ()
+    error: str | None = None
+    message: str = ""
+    task: int | None = None
+    slot: int = 0
+    target: str | None = None
+    candidate: str | None = None
+    build_seconds: float = 0.0
+    run_seconds: float = 0.0
+    timestamp: float = 0.0
+
+    @property
+    def latency(self) -> float:
+        """Mean of the measured repeats (what MetaSchedule ranks by); ``inf`` when nothing was measured."""
+        return math.fsum(self.run_secs) / len(self.run_secs) if self.run_secs else math.inf
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One scheduler decision of a run and where it left the run.
+
+    ``trials`` is how many candidates the slot measured (0: the task's search space was exhausted),
+    ``elapsed`` the run's tuning time after it, ``seconds`` the time the slot took, ``latency`` the
+    model-latency estimate after it.
+    """
+
+    slot: int
+    task: int
+    trials: int
+    elapsed: float
+    seconds: float
+    latency: float
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A compiled model saved by a run."""
+
+    path: str
+    metadata: Mapping
+    created: float
+
+
+def ranking_latency(record: str, run_secs: Sequence[float]) -> float | None:
+    """The latency MetaSchedule ranks a record by, or ``None`` when it ignores the record.
+
+    MetaSchedule's ``TuningRecord::IsValid``: the trace has an instruction before its post-processing, and
+    some run time is not the ``1e10`` stub. ``record`` is the record's JSON text (``[trace, ...]`` with
+    ``trace = [instructions, decisions]`` and each instruction ``[kind, ...]``).
+    """
+    instructions = json.loads(record)[0][0]
+    if not instructions or instructions[0][0] == "EnterPostproc":
+        return None
+    if not any(s != _MISSING_TIME for s in run_secs):
+        return None
+    return math.fsum(run_secs) / len(run_secs)
+
+
+class Store(abc.ABC):
+    """Where runs, tasks, trials, checkpoints and artifacts live: the single source of truth of tuning.
+
+    Contract:
+
+    - Every method is one transaction: when it returns, what it wrote is durable and visible to every other
+      handle on the same store, in this process or another; when it raises, it wrote nothing. So a process
+      killed at any point loses only what it had not yet handed to the store.
+    - Several processes (and threads) may use one store at once; writes never lose or corrupt each other.
+      Workloads are the only shared rows written by several runs: :meth:`commit_workload` is atomic.
+    - Runs, tasks, trials and checkpoints are append-only (only a run's status and ``updated`` change), so a
+      value read once stays true; a run's trials and checkpoints come back in the order they were added.
+    - Unknown run ids raise :class:`~tunewise.errors.InputError`.
+    - Workloads are TIR modules, kept as TVM JSON text under their structural hash (hex); the store never
+      interprets them: equality is decided by the caller's ``equal`` function.
+    """
+
+    def close(self) -> None:  # noqa: B027 (a store that holds nothing has nothing to release)
+        """Release the store's connections; the handle is not used afterwards."""
+
+    # -- runs ------------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def create_run(self, model: str, target: str, scheduler: str, settings: Mapping, *,
+                   status: str = RUNNING) -> int:
+        """Add a run and return its id."""
+
+    @abc.abstractmethod
+    def get_run(self, run: int) -> Run:
+        """The run with id ``run``."""
+
+    @abc.abstractmethod
+    def get_runs(self) -> list[Run]:
+        """Every run, oldest first."""
+
+    @abc.abstractmethod
+    def set_status(self, run: int, status: str) -> None:
+        """Change a run's status (and its ``updated`` time)."""
+
+    # -- workloads -------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def commit_workload(self, shash: str, mod: str, equal: Callable[[str], bool]) -> int:
+        """The id of the stored workload with hash ``shash`` for which ``equal(its_json)`` holds; if there is
+        none, ``mod`` (its JSON) is stored under ``shash`` and its new id returned. Atomic across processes."""
+
+    @abc.abstractmethod
+    def get_workloads(self, shash: str) -> list[tuple[int, str]]:
+        """``(id, json)`` of every workload stored under hash ``shash``."""
+
+    @abc.abstractmethod
+    def get_workload(self, workload: int) -> tuple[str, str]:
+        """``(shash, json)`` of workload ``workload``."""
+
+    # -- tasks, trials, checkpoints --------------------------------------------------------------------
+    @abc.abstractmethod
+    def add_tasks(self, run: int, tasks: Sequence[StoredTask]) -> None:
+        """Set the tasks of a run that has none."""
+
+    @abc.abstractmethod
+    def get_tasks(self, run: int) -> list[StoredTask]:
+        """The run's tasks in index order (empty for imports)."""
+
+    @abc.abstractmethod
+    def add_trials(self, run: int, trials: Sequence[StoredTrial], checkpoint: Checkpoint | None = None) -> None:
+        """Append ``trials`` (and the checkpoint of the slot that measured them) to a run, all or nothing."""
+
+    @abc.abstractmethod
+    def get_trials(self, run: int | None = None, *, records: bool = True) -> list[StoredTrial]:
+        """A run's trials (every run's when ``run`` is None) in the order they were added; without their
+        record JSON when ``records`` is false (much less to read)."""
+
+    @abc.abstractmethod
+    def top_trials(self, workload: int, k: int, target: str | None = None) -> list[StoredTrial]:
+        """The ``k`` trials of ``workload`` (on ``target`` when given) that MetaSchedule would rank, best
+        first: those with a :func:`ranking_latency`, by it; ties in the order they were added."""
+
+    @abc.abstractmethod
+    def count_trials(self) -> int:
+        """How many trials the store holds, over all runs."""
+
+    @abc.abstractmethod
+    def get_checkpoints(self, run: int) -> list[Checkpoint]:
+        """The run's checkpoints, oldest first."""
+
+    # -- artifacts -------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def add_artifact(self, run: int, path: str, metadata: Mapping) -> None:
+        """Record a compiled model saved by ``run`` (``metadata`` is a JSON object)."""
+
+    @abc.abstractmethod
+    def get_artifacts(self, run: int) -> list[Artifact]:
+        """The run's artifacts, oldest first."""

@@ -1,0 +1,124 @@
+"""MetaSchedule's database interface over a store, so that MetaSchedule reads and writes the store directly.
+
+The evolutionary search seeds each batch from a workload's top records and ``compile_relax`` applies each
+workload's best one, both through :class:`StoreDatabase`: they see every run's records of a workload, from
+any model that has it. A workload is identified as MetaSchedule does: structural hash, then structural
+equality of the TIR module.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import tvm
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+from tvm_ffi import structural_equal, structural_hash
+
+from tunewise.errors import InputError
+from tunewise.stores._base import Store, StoredTrial
+
+
+def module_hash(mod) -> str:
+    """The structural hash of a module as 16 hex digits (how the store files workloads and candidates)."""
+    return f"{structural_hash(mod) & (2**64 - 1):016x}"
+
+
+def target_key(target) -> str | None:
+    """The text a record's target is stored and matched under (the target's JSON)."""
+    return None if target is None else str(target)
+
+
+def record_json(record) -> str:
+    """MetaSchedule's JSON text of a tuning record."""
+    return json.dumps(record.as_json())
+
+
+@derived_object
+class StoreDatabase(ms.database.PyDatabase):
+    """A MetaSchedule database backed by ``store``.
+
+    ``get_top_k`` ranks by mean run seconds and skips the records MetaSchedule ignores (see
+    :func:`~tunewise.stores._base.ranking_latency`). With ``target``, it ranks only the records tuned for that
+    target: MetaSchedule does not look at a record's target, and a store shared by several machines would
+    otherwise hand one machine another's schedules. Records committed through MetaSchedule
+    (``commit_tuning_record``) are added as trials of ``run``; without one the database is read-only.
+
+    >>> db = StoreDatabase(stores.create("sqlite://"), target=target)  # doctest: +SKIP
+    >>> compile_relax(db, mod, target)                                   # doctest: +SKIP
+    """
+
+    def __init__(self, store: Store, *, run: int | None = None, target=None):
+        super().__init__()
+        self.store = store
+        self.run = run
+        self.target = target_key(target)
+        self._known: dict[str, list[tuple[int, object]]] = {}  # hash -> [(id, module)] seen so far
+        self._workloads: dict[int, ms.database.Workload] = {}
+
+    # -- workload ids ----------------------------------------------------------------------------------
+    def workload_id(self, mod, *, commit: bool = False) -> int | None:
+        """The store id of ``mod``'s workload; with ``commit``, added when missing (else ``None``)."""
+        shash = module_hash(mod)
+        known = self._known.setdefault(shash, [])
+        for workload, stored in known:
+            if structural_equal(stored, mod):
+                return workload
+        if commit:
+            text = tvm.ir.save_json(mod)
+            workload = self.store.commit_workload(shash, text, lambda other: structural_equal(
+                tvm.ir.load_json(other), mod))
+        else:
+            workload = next((w for w, text in self.store.get_workloads(shash)
+                             if structural_equal(tvm.ir.load_json(text), mod)), None)
+            if workload is None:
+                return None
+        known.append((workload, mod))
+        return workload
+
+    def workload(self, workload: int) -> ms.database.Workload:
+        """The MetaSchedule workload with store id ``workload`` (one object per id)."""
+        if workload not in self._workloads:
+            shash, text = self.store.get_workload(workload)
+            mod = tvm.ir.load_json(text)
+            self._known.setdefault(shash, []).append((workload, mod))
+            self._workloads[workload] = ms.database.Workload(mod)
+        return self._workloads[workload]
+
+    def record(self, trial: StoredTrial) -> ms.database.TuningRecord:
+        """A stored trial as a MetaSchedule tuning record."""
+        return ms.database.TuningRecord.from_json(json.loads(trial.record), self.workload(trial.workload))
+
+    # -- MetaSchedule's interface ----------------------------------------------------------------------
+    def has_workload(self, mod) -> bool:
+        return self.workload_id(mod) is not None
+
+    def commit_workload(self, mod) -> ms.database.Workload:
+        workload = self.workload_id(mod, commit=True)
+        if workload not in self._workloads:
+            self._workloads[workload] = ms.database.Workload(mod)
+        return self._workloads[workload]
+
+    def commit_tuning_record(self, record) -> None:
+        if self.run is None:
+            raise InputError("this database has no run to add records to; it is read-only")
+        run_secs = tuple(float(s) for s in record.run_secs) if record.run_secs is not None else ()
+        self.store.add_trials(self.run, [StoredTrial(
+            self.workload_id(record.workload.mod, commit=True), record_json(record), run_secs,
+            target=target_key(record.target), timestamp=time.time())])
+
+    def get_top_k(self, workload, top_k: int) -> list:
+        if top_k < 0:
+            raise ValueError("top_k must be non-negative")
+        workload_id = self.workload_id(workload.mod)
+        if workload_id is None or top_k == 0:
+            return []
+        return [ms.database.TuningRecord.from_json(json.loads(t.record), workload)
+                for t in self.store.top_trials(workload_id, top_k, self.target)]
+
+    def get_all_tuning_records(self) -> list:
+        return [self.record(t) for t in self.store.get_trials()]
+
+    def __len__(self) -> int:
+        return self.store.count_trials()

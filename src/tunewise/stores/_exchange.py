@@ -1,0 +1,65 @@
+"""Records in and out: MetaSchedule's JSON database (``database_workload.json`` + ``database_tuning_record.json``).
+
+Export writes a run's measured records through MetaSchedule's own ``JSONDatabase``, so stock TVM reads them
+(``ms.database.JSONDatabase(work_dir=...)``, ``compile_relax``). Import reads such a folder, tuned anywhere,
+into the store as a run of its own (status ``imported``), whose records then seed searches and compilation
+like any other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from tunewise.errors import InputError
+from tunewise.stores._base import IMPORTED, Store, StoredTrial
+from tunewise.stores._database import StoreDatabase, record_json, target_key
+
+WORKLOADS, RECORDS = "database_workload.json", "database_tuning_record.json"
+
+
+def export_records(store: Store, run: int, directory: str) -> int:
+    """Write the measured records of ``run`` to a new MetaSchedule JSON database in ``directory``; returns how
+    many (failed candidates are left out: they carry no schedule worth applying)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    store.get_run(run)  # an unknown run is an error, not an empty export
+    if any(os.path.exists(os.path.join(directory, name)) for name in (WORKLOADS, RECORDS)):
+        raise InputError(f"{directory} already holds a MetaSchedule database; export into a new folder")
+    os.makedirs(directory, exist_ok=True)
+    source, target = StoreDatabase(store), ms.database.JSONDatabase(work_dir=directory)
+    workloads = {}
+    count = 0
+    for trial in store.get_trials(run):
+        if not trial.run_secs:
+            continue
+        if trial.workload not in workloads:
+            workloads[trial.workload] = target.commit_workload(source.workload(trial.workload).mod)
+        record = source.record(trial)
+        target.commit_tuning_record(ms.database.TuningRecord(
+            record.trace, workloads[trial.workload], record.run_secs, record.target, record.args_info))
+        count += 1
+    return count
+
+
+def import_records(store: Store, directory: str) -> tuple[int, int]:
+    """Add the records of the MetaSchedule JSON database in ``directory`` to ``store`` as a new run;
+    returns ``(run id, number of records)``."""
+    from tvm.s_tir import meta_schedule as ms
+
+    if not all(os.path.isfile(os.path.join(directory, name)) for name in (WORKLOADS, RECORDS)):
+        raise InputError(f"{directory} is not a MetaSchedule JSON database (expected {WORKLOADS} and {RECORDS})")
+    try:
+        records = ms.database.JSONDatabase(work_dir=directory, allow_missing=False).get_all_tuning_records()
+    except Exception as err:  # TVM raises its own error types on a corrupt file
+        raise InputError(f"cannot read the records in {directory}: {str(err).strip().splitlines()[0]}") from None
+    targets = sorted({target_key(r.target) or "" for r in records})
+    run = store.create_run(os.path.abspath(directory), targets[0] if len(targets) == 1 else json.dumps(targets),
+                           "import", {"source": os.path.abspath(directory)}, status=IMPORTED)
+    database, now = StoreDatabase(store), time.time()
+    store.add_trials(run, [StoredTrial(
+        database.workload_id(r.workload.mod, commit=True), record_json(r),
+        tuple(float(s) for s in r.run_secs) if r.run_secs is not None else (), target=target_key(r.target),
+        timestamp=now) for r in records])
+    return run, len(records)

@@ -1,0 +1,81 @@
+"""The store's tables (SQLAlchemy Core). Changing them needs a migration in ``migrations/versions``."""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text
+
+METADATA = MetaData()
+
+# trial ids can outgrow 32 bits in a long-lived shared store; SQLite needs INTEGER for its row id
+_ID = BigInteger().with_variant(Integer(), "sqlite")
+
+runs = Table(
+    "runs", METADATA,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("model", Text, nullable=False),
+    Column("target", Text, nullable=False),
+    Column("scheduler", String(200), nullable=False),
+    Column("settings", Text, nullable=False),  # JSON object
+    Column("status", String(20), nullable=False),
+    Column("created", Float, nullable=False),
+    Column("updated", Float, nullable=False),
+)
+
+workloads = Table(
+    "workloads", METADATA,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("shash", String(16), nullable=False, index=True),
+    Column("mod", Text, nullable=False),  # tvm.ir.save_json of the TIR module
+)
+
+tasks = Table(
+    "tasks", METADATA,
+    Column("run_id", _ID, ForeignKey("runs.id"), primary_key=True),
+    Column("task_index", Integer, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("workload_id", _ID, ForeignKey("workloads.id"), nullable=False),
+    Column("weight", Integer, nullable=False),
+    Column("flops", Float, nullable=False),
+    Column("default_latency", Float),  # NULL: the default schedule failed (inf)
+)
+
+trials = Table(
+    "trials", METADATA,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("run_id", _ID, ForeignKey("runs.id"), nullable=False, index=True),
+    Column("task_index", Integer),  # NULL for imported records
+    Column("slot", Integer, nullable=False),
+    Column("workload_id", _ID, ForeignKey("workloads.id"), nullable=False),
+    Column("target", Text),
+    Column("record", Text, nullable=False),  # MetaSchedule's tuning-record JSON
+    Column("candidate", String(16)),  # structural hash of the measured module
+    Column("run_secs", Text, nullable=False),  # JSON list, empty on failure
+    Column("latency", Float),  # MetaSchedule's ranking key; NULL when it ignores the record
+    Column("error", String(20)),
+    Column("message", Text, nullable=False),
+    Column("build_seconds", Float, nullable=False),
+    Column("run_seconds", Float, nullable=False),
+    Column("timestamp", Float, nullable=False),
+    Index("ix_trials_workload_latency", "workload_id", "latency"),
+)
+
+checkpoints = Table(
+    "checkpoints", METADATA,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("run_id", _ID, ForeignKey("runs.id"), nullable=False, index=True),
+    Column("slot", Integer, nullable=False),
+    Column("task_index", Integer, nullable=False),
+    Column("trials", Integer, nullable=False),
+    Column("elapsed", Float, nullable=False),
+    Column("seconds", Float, nullable=False),
+    Column("latency", Float),  # NULL: inf
+)
+
+artifacts = Table(
+    "artifacts", METADATA,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("run_id", _ID, ForeignKey("runs.id"), nullable=False, index=True),
+    Column("path", Text, nullable=False),
+    Column("metadata", Text, nullable=False),  # JSON object
+    Column("created", Float, nullable=False),
+)

@@ -1,0 +1,265 @@
+"""The store on a SQL database through SQLAlchemy: SQLite (embedded, the default) or PostgreSQL (shared).
+
+SQLite runs in WAL mode with ``synchronous=NORMAL``: a committed transaction survives the process being
+killed (not necessarily a power cut). Writers take the database lock when their transaction begins
+(``BEGIN IMMEDIATE``) and wait up to a minute for it, so concurrent writers queue instead of failing on a
+lock upgrade. On PostgreSQL, workload commits and migrations serialise on advisory locks.
+
+The schema is created and upgraded by the alembic migrations in ``migrations/`` when a store is opened.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from sqlalchemy import event, func, select, update
+from sqlalchemy.engine import Connection, Engine, create_engine, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+
+from tunewise.errors import InputError
+from tunewise.stores import _schema as s
+from tunewise.stores._base import RUNNING, Artifact, Checkpoint, Run, Store, StoredTask, StoredTrial, ranking_latency
+
+_MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
+_MIGRATION_LOCK = 0x7475_6E65  # PostgreSQL advisory lock key of schema upgrades
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _or_inf(value: float | None) -> float:
+    return math.inf if value is None else value
+
+
+def _lock(conn: Connection, key: int) -> None:
+    """Hold a lock on ``key`` until the transaction ends (SQLite writers already hold the database's)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_advisory_xact_lock(key)))
+
+
+def alembic_config(connection: Connection):
+    """An alembic ``Config`` that runs the store's migrations on ``connection``."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", _MIGRATIONS)
+    config.attributes["connection"] = connection
+    return config
+
+
+def upgrade(engine: Engine) -> None:
+    """Create the schema, or upgrade it to the newest migration; a no-op when it is current."""
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    with engine.connect() as conn:
+        head = ScriptDirectory.from_config(alembic_config(conn)).get_current_head()
+        if MigrationContext.configure(conn).get_current_revision() == head:
+            return
+    with engine.execution_options(tunewise_write=True).begin() as conn:
+        _lock(conn, _MIGRATION_LOCK)
+        if MigrationContext.configure(conn).get_current_revision() != head:
+            command.upgrade(alembic_config(conn), "head")
+
+
+def _sqlite_engine(url) -> Engine:
+    engine = create_engine(url, connect_args={"timeout": 60})
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection, _record):
+        dbapi_connection.isolation_level = None  # transactions are begun below, DDL included
+        cursor = dbapi_connection.cursor()
+        if url.database not in (None, "", ":memory:"):
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn):
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("tunewise_write") else "BEGIN")
+
+    return engine
+
+
+def _engine(url: str, must_exist: bool) -> Engine:
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise InputError(f"bad store URL {url!r}: expected e.g. sqlite:///tunewise.db or "
+                         "postgresql+psycopg://user:password@host/database") from None
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")  # the driver tunewise installs
+    try:
+        if parsed.get_backend_name() == "sqlite":
+            path = parsed.database or ""
+            if must_exist and not os.path.isfile(path):
+                raise InputError(f"no store at {path or 'memory'}: tune something first, or pass --store")
+            if path not in ("", ":memory:") and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+                raise InputError(f"no folder for the store {path} (an absolute path takes four slashes: "
+                                 "sqlite:////path/to/tunewise.db)")
+            return _sqlite_engine(parsed)
+        return create_engine(parsed, pool_pre_ping=True)
+    except (NoSuchModuleError, ImportError) as err:
+        raise InputError(f"store URL {url!r} needs a database driver that is not installed: {err}") from None
+
+
+class SQLAlchemyStore(Store):
+    """A :class:`~tunewise.stores.Store` on the database at ``url`` (created and migrated when needed).
+
+    >>> store = SQLAlchemyStore("sqlite://")  # in memory
+    >>> run = store.create_run("tiny-mlp", '{"kind": "llvm"}', "gradient", {"trials": 8})
+    >>> store.get_run(run).settings
+    {'trials': 8}
+
+    ``must_exist`` refuses to create a SQLite file that is not there (for commands that only read).
+    """
+
+    def __init__(self, url: str, *, must_exist: bool = False):
+        self.url = url
+        self._engine = _engine(url, must_exist)
+        try:
+            upgrade(self._engine)
+        except OperationalError as err:
+            raise InputError(f"cannot open the store {url!r}: {str(err.orig).strip().splitlines()[0]}") from None
+        self._writer = self._engine.execution_options(tunewise_write=True)
+
+    def __repr__(self) -> str:
+        return f"SQLAlchemyStore({self._engine.url.render_as_string(hide_password=True)!r})"
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # -- runs ------------------------------------------------------------------------------------------
+    def create_run(self, model: str, target: str, scheduler: str, settings: Mapping, *,
+                   status: str = RUNNING) -> int:
+        now = time.time()
+        with self._writer.begin() as conn:
+            return conn.execute(s.runs.insert().values(
+                model=model, target=target, scheduler=scheduler, settings=json.dumps(settings), status=status,
+                created=now, updated=now)).inserted_primary_key[0]
+
+    @staticmethod
+    def _run(row) -> Run:
+        return Run(row.id, row.model, row.target, row.scheduler, json.loads(row.settings), row.status,
+                   row.created, row.updated)
+
+    def get_run(self, run: int) -> Run:
+        with self._engine.connect() as conn:
+            row = conn.execute(select(s.runs).where(s.runs.c.id == run)).first()
+        if row is None:
+            raise InputError(f"no run {run} in the store {self.url}")
+        return self._run(row)
+
+    def get_runs(self) -> list[Run]:
+        with self._engine.connect() as conn:
+            return [self._run(row) for row in conn.execute(select(s.runs).order_by(s.runs.c.id))]
+
+    def set_status(self, run: int, status: str) -> None:
+        with self._writer.begin() as conn:
+            if not conn.execute(update(s.runs).where(s.runs.c.id == run)
+                                .values(status=status, updated=time.time())).rowcount:
+                raise InputError(f"no run {run} in the store {self.url}")
+
+    # -- workloads -------------------------------------------------------------------------------------
+    def commit_workload(self, shash: str, mod: str, equal: Callable[[str], bool]) -> int:
+        with self._writer.begin() as conn:
+            _lock(conn, int(shash, 16) - (1 << 63))  # the lock key is a signed 64-bit integer
+            for row in conn.execute(select(s.workloads.c.id, s.workloads.c.mod)
+                                    .where(s.workloads.c.shash == shash).order_by(s.workloads.c.id)):
+                if equal(row.mod):
+                    return row.id
+            return conn.execute(s.workloads.insert().values(shash=shash, mod=mod)).inserted_primary_key[0]
+
+    def get_workloads(self, shash: str) -> list[tuple[int, str]]:
+        with self._engine.connect() as conn:
+            return [(row.id, row.mod) for row in conn.execute(
+                select(s.workloads.c.id, s.workloads.c.mod).where(s.workloads.c.shash == shash)
+                .order_by(s.workloads.c.id))]
+
+    def get_workload(self, workload: int) -> tuple[str, str]:
+        with self._engine.connect() as conn:
+            row = conn.execute(select(s.workloads).where(s.workloads.c.id == workload)).one()
+        return row.shash, row.mod
+
+    # -- tasks, trials, checkpoints --------------------------------------------------------------------
+    def add_tasks(self, run: int, tasks: Sequence[StoredTask]) -> None:
+        with self._writer.begin() as conn:
+            conn.execute(s.tasks.insert(), [
+                {"run_id": run, "task_index": t.index, "name": t.name, "workload_id": t.workload,
+                 "weight": t.weight, "flops": t.flops, "default_latency": _finite(t.default_latency)}
+                for t in tasks])
+
+    def get_tasks(self, run: int) -> list[StoredTask]:
+        with self._engine.connect() as conn:
+            return [StoredTask(row.task_index, row.name, row.workload_id, row.weight, row.flops,
+                               _or_inf(row.default_latency))
+                    for row in conn.execute(select(s.tasks).where(s.tasks.c.run_id == run)
+                                            .order_by(s.tasks.c.task_index))]
+
+    def add_trials(self, run: int, trials: Sequence[StoredTrial], checkpoint: Checkpoint | None = None) -> None:
+        rows = [{"run_id": run, "task_index": t.task, "slot": t.slot, "workload_id": t.workload,
+                 "target": t.target, "record": t.record, "candidate": t.candidate,
+                 "run_secs": json.dumps(list(t.run_secs)), "latency": ranking_latency(t.record, t.run_secs),
+                 "error": t.error, "message": t.message, "build_seconds": t.build_seconds,
+                 "run_seconds": t.run_seconds, "timestamp": t.timestamp} for t in trials]
+        with self._writer.begin() as conn:
+            if rows:
+                conn.execute(s.trials.insert(), rows)
+            if checkpoint is not None:
+                c = checkpoint
+                conn.execute(s.checkpoints.insert().values(
+                    run_id=run, slot=c.slot, task_index=c.task, trials=c.trials, elapsed=c.elapsed,
+                    seconds=c.seconds, latency=_finite(c.latency)))
+            conn.execute(update(s.runs).where(s.runs.c.id == run).values(updated=time.time()))
+
+    @staticmethod
+    def _trial(row, records: bool = True) -> StoredTrial:
+        return StoredTrial(row.workload_id, row.record if records else None, tuple(json.loads(row.run_secs)),
+                           row.error, row.message, row.task_index, row.slot, row.target, row.candidate,
+                           row.build_seconds, row.run_seconds, row.timestamp)
+
+    def get_trials(self, run: int | None = None, *, records: bool = True) -> list[StoredTrial]:
+        columns = [c for c in s.trials.c if records or c.name != "record"]
+        query = select(*columns).order_by(s.trials.c.id)
+        if run is not None:
+            query = query.where(s.trials.c.run_id == run)
+        with self._engine.connect() as conn:
+            return [self._trial(row, records) for row in conn.execute(query)]
+
+    def top_trials(self, workload: int, k: int, target: str | None = None) -> list[StoredTrial]:
+        query = (select(s.trials).where(s.trials.c.workload_id == workload, s.trials.c.latency.is_not(None))
+                 .order_by(s.trials.c.latency, s.trials.c.id).limit(k))
+        if target is not None:
+            query = query.where(s.trials.c.target == target)
+        with self._engine.connect() as conn:
+            return [self._trial(row) for row in conn.execute(query)]
+
+    def count_trials(self) -> int:
+        with self._engine.connect() as conn:
+            return conn.execute(select(func.count()).select_from(s.trials)).scalar_one()
+
+    def get_checkpoints(self, run: int) -> list[Checkpoint]:
+        with self._engine.connect() as conn:
+            return [Checkpoint(row.slot, row.task_index, row.trials, row.elapsed, row.seconds, _or_inf(row.latency))
+                    for row in conn.execute(select(s.checkpoints).where(s.checkpoints.c.run_id == run)
+                                            .order_by(s.checkpoints.c.id))]
+
+    # -- artifacts -------------------------------------------------------------------------------------
+    def add_artifact(self, run: int, path: str, metadata: Mapping) -> None:
+        with self._writer.begin() as conn:
+            conn.execute(s.artifacts.insert().values(run_id=run, path=path, metadata=json.dumps(metadata),
+                                                     created=time.time()))
+
+    def get_artifacts(self, run: int) -> list[Artifact]:
+        with self._engine.connect() as conn:
+            return [Artifact(row.path, json.loads(row.metadata), row.created)
+                    for row in conn.execute(select(s.artifacts).where(s.artifacts.c.run_id == run)
+                                            .order_by(s.artifacts.c.id))]
+

@@ -1,0 +1,87 @@
+"""Run summaries, tables and plots, from synthetic stores (exact numbers) and from real tuning runs."""
+
+import math
+
+import pytest
+
+from tunewise import report, stores
+from tunewise.errors import InputError
+from tunewise.stores import Checkpoint, StoredTask, StoredTrial
+
+
+def _record() -> str:
+    return '[[[["GetSBlock", [], ["root", "main"], ["b0"]]], []], null, null, null]'
+
+
+@pytest.fixture
+def synthetic():
+    """Two tasks: task 0 (weight 2) improves 4 -> 1 ms in 2 slots; task 1 (1 ms default) fails once, then 3 ms."""
+    store = stores.create("sqlite://")
+    run = store.create_run("m", "cpu", "gradient", {})
+    w = store.commit_workload("0000000000000001", "W", lambda other: other == "W")
+    store.add_tasks(run, [StoredTask(0, "dense", w, 2, 1e6, 4e-3), StoredTask(1, "relu", w, 1, 0.0, 1e-3)])
+
+    def t(task, slot, latency):
+        return StoredTrial(w, _record(), () if latency is None else (latency,), None if latency else "build",
+                           task=task, slot=slot)
+
+    store.add_trials(run, [t(0, 0, 3e-3), t(0, 0, 2e-3)], Checkpoint(0, 0, 2, 6.0, 6.0, 5e-3))
+    store.add_trials(run, [t(1, 1, None), t(1, 1, 3e-3)], Checkpoint(1, 1, 2, 8.0, 2.0, 5e-3))
+    store.add_trials(run, [t(0, 2, 1e-3)], Checkpoint(2, 0, 1, 10.0, 2.0, 3e-3))
+    return store, run
+
+
+def test_summary_numbers(synthetic):
+    store, run = synthetic
+    s = report.summarize(store, run)
+    assert (s.trials, s.failures, s.elapsed) == (5, 1, 10.0)
+    assert s.untuned == pytest.approx(9e-3) and s.estimate == pytest.approx(3e-3)  # 2 * 1 ms + 1 ms (default)
+    assert s.curve == ((0.0, pytest.approx(9e-3)), (6.0, 5e-3), (8.0, 5e-3), (10.0, 3e-3))
+    dense, relu = s.tasks
+    assert (dense.trials, dense.failures, dense.best, dense.seconds) == (3, 0, 1e-3, 8.0)
+    assert dense.curve == ((1, 3e-3), (2, 2e-3), (3, 1e-3))
+    assert (relu.trials, relu.failures, relu.best) == (2, 1, 3e-3) and relu.curve == ((1, math.inf), (2, 3e-3))
+    assert dense.latency_share == pytest.approx(2 / 3) and relu.latency_share == pytest.approx(1 / 3)
+    assert dense.time_share == pytest.approx(0.8) and relu.time_share == pytest.approx(0.2)
+    table = "\n".join(report.run_table(s))
+    assert "5 trials (1 failed) in 10s" in table and "9.000 -> 3.000 ms (3.00x)" in table
+    assert "dense" in table and "66.7" in table and "80.0" in table
+    [header, line] = report.runs_table([s])
+    assert line.split()[:4] == [str(run), "running", "m", "gradient"]
+
+
+def test_an_import_has_no_model_estimate(synthetic):
+    store, _ = synthetic
+    run = store.create_run("/records", "cpu", "import", {}, status=stores.IMPORTED)
+    s = report.summarize(store, run)
+    assert s.tasks == () and s.estimate == math.inf and "estimate" not in report.run_table(s)[1]
+    assert report.runs_table([s])[1].split()[7:9] == ["-", "-"]
+
+
+def test_report_files(synthetic, tmp_path):
+    store, run = synthetic
+    summaries = [report.summarize(store, run)] * 2
+    assert report.write(summaries, str(tmp_path / "r.png")) == str(tmp_path / "r.png")
+    assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = open(report.write(summaries, str(tmp_path / "r.html"))).read()
+    assert page.count("data:image/png;base64,") == 1 and page.count("<pre>") == 2 and "dense" in page
+    with pytest.raises(InputError, match=".html, .png"):
+        report.write(summaries, str(tmp_path / "r.txt"))
+
+
+@pytest.mark.tvm
+def test_two_schedulers_on_the_same_axes(tuned_store, tmp_path):
+    import matplotlib.image
+
+    store, sessions, _ = tuned_store
+    summaries = [report.summarize(store, s.run_id) for s in sessions]
+    for summary, s in zip(summaries, sessions, strict=True):
+        assert summary.trials == len(s.trials) and summary.curve == tuple(s.history)
+        assert summary.estimate == pytest.approx(s.snapshot().estimated_latency())
+        assert sum(t.latency_share for t in summary.tasks) == pytest.approx(1.0)
+    fig = report.figure(summaries)
+    curves = fig.axes[0]
+    assert [line.get_label() for line in curves.get_lines()] == [s.label for s in summaries]
+    path = report.write(summaries, str(tmp_path / "compare.png"))
+    height, width, _ = matplotlib.image.imread(path).shape
+    assert width > 1000 and height > 500

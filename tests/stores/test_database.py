@@ -1,0 +1,75 @@
+"""MetaSchedule's database interface over the store, checked against MetaSchedule's own MemoryDatabase."""
+
+import pytest
+
+from tunewise import stores
+
+pytestmark = pytest.mark.tvm
+
+
+def commit(db, mod, target, latencies, *, empty=False):
+    """Commit one record per latency (``None``: a failed candidate) for workload ``mod``."""
+    from tvm import s_tir
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunewise.tasks import args_info
+
+    workload = db.commit_workload(mod)
+    for latency in latencies:
+        sch = s_tir.Schedule(mod)
+        if not empty:
+            sch.get_sblock("root")
+        db.commit_tuning_record(ms.database.TuningRecord(
+            sch.trace, workload, None if latency is None else [latency, latency], target, args_info(mod)))
+
+
+def mean(record):
+    return sum(float(s) for s in record.run_secs) / len(record.run_secs)
+
+
+def other_module():
+    from tvm import te
+
+    a = te.placeholder((8,), name="a")
+    return __import__("tvm").IRModule({"main": te.create_prim_func([a, te.compute((8,), lambda i: a[i] * 2)])})
+
+
+def test_behaves_as_metaschedule_memory_database(store, tiny_mlp):
+    from tvm.s_tir import meta_schedule as ms
+
+    ours = stores.StoreDatabase(store, run=store.create_run("tiny-mlp", "cpu", "test", {}))
+    reference = ms.database.MemoryDatabase()
+    target = tiny_mlp.target
+    for db in (ours, reference):
+        for k, mod in enumerate(tiny_mlp.task_mods):
+            commit(db, mod, target, [3e-3 + k, 1e-3 + k, None, 2e-3 + k])
+            commit(db, mod, target, [1e-9], empty=True)  # ignored by MetaSchedule: an empty trace
+    assert len(ours) == len(reference) == 10
+    assert len(ours.get_all_tuning_records()) == len(reference.get_all_tuning_records())
+    assert not ours.has_workload(other_module()) and not reference.has_workload(other_module())
+    for k, mod in enumerate(tiny_mlp.task_mods):
+        assert ours.has_workload(mod) and reference.has_workload(mod)
+        for top_k in (0, 1, 2, 10):
+            got = [mean(r) for r in ours.get_top_k(ours.commit_workload(mod), top_k)]
+            want = [mean(r) for r in reference.get_top_k(reference.commit_workload(mod), top_k)]
+            assert got == pytest.approx(want) and len(got) == min(top_k, 3)
+        # through MetaSchedule's C++ side, as compile_relax asks
+        assert mean(ours.query_tuning_record(mod, target, "main")) == pytest.approx(1e-3 + k)
+        assert ours.query_schedule(mod, target, "main") is not None
+
+
+def test_records_are_shared_across_handles_and_filtered_by_target(store, store_url, tiny_mlp):
+    import tvm
+
+    mod, target = tiny_mlp.task_mods[0], tiny_mlp.target
+    writer = stores.StoreDatabase(store, run=store.create_run("tiny-mlp", "cpu", "test", {}))
+    commit(writer, mod, target, [2e-3])
+    commit(writer, mod, tvm.target.Target({"kind": "llvm"}), [1e-3])  # tuned for another machine
+    other = stores.create(store_url)
+    everything, mine = stores.StoreDatabase(other), stores.StoreDatabase(other, target=target)
+    assert [mean(r) for r in everything.get_top_k(everything.commit_workload(mod), 5)] == pytest.approx([1e-3, 2e-3])
+    [best] = mine.get_top_k(mine.commit_workload(mod), 5)
+    assert mean(best) == pytest.approx(2e-3) and str(best.target) == str(target)
+    with pytest.raises(Exception, match="read-only"):  # an InputError, as TVM passes it back
+        commit(mine, mod, target, [1e-3])
+    other.close()

@@ -1,0 +1,182 @@
+"""The store conformance suite, run on every backend (see conftest): the contract of ``stores.Store``."""
+
+import json
+import math
+import multiprocessing
+
+import pytest
+
+from tunewise import stores
+from tunewise.errors import InputError
+from tunewise.stores import Checkpoint, StoredTask, StoredTrial
+
+
+def record(latencies=(1e-3,), instructions=(("GetSBlock", [], ["root", "main"], ["b0"]),), target=None) -> str:
+    """MetaSchedule's record JSON shape: [[instructions, decisions], run_secs, target, args_info]."""
+    return json.dumps([[[list(i) for i in instructions], []], list(latencies) or None, target, None])
+
+
+def trial(workload, latency=1e-3, *, task=0, slot=0, target="cpu", error=None, instructions=None):
+    run_secs = () if error else (latency, latency)
+    kwargs = {} if instructions is None else {"instructions": instructions}
+    return StoredTrial(workload, record(run_secs, **kwargs), run_secs, error, "boom" if error else "", task, slot,
+                       target, f"{slot:08x}{task:08x}", 0.5, 0.25, 1.0e9)
+
+
+def equal_to(text):
+    return lambda other: other == text
+
+
+def test_runs_round_trip(store):
+    first = store.create_run("tiny-mlp", '{"kind": "llvm"}', "gradient", {"budget": {"max_trials": 8}})
+    second = store.create_run("/data/records", "cpu", "import", {}, status=stores.IMPORTED)
+    run = store.get_run(first)
+    assert (run.model, run.target, run.scheduler, run.settings, run.status) == (
+        "tiny-mlp", '{"kind": "llvm"}', "gradient", {"budget": {"max_trials": 8}}, stores.RUNNING)
+    assert run.created <= run.updated
+    assert [r.id for r in store.get_runs()] == [first, second]
+    store.set_status(first, stores.FINISHED)
+    assert store.get_run(first).status == stores.FINISHED and store.get_run(second).status == stores.IMPORTED
+    for call in (lambda: store.get_run(999), lambda: store.set_status(999, stores.FAILED)):
+        with pytest.raises(InputError, match="no run 999"):
+            call()
+
+
+def test_workloads_are_identified_by_hash_then_equality(store):
+    a = store.commit_workload("00000000000000aa", "A", equal_to("A"))
+    assert store.commit_workload("00000000000000aa", "A", equal_to("A")) == a
+    b = store.commit_workload("00000000000000aa", "B", equal_to("B"))  # a hash collision: a new workload
+    c = store.commit_workload("ffffffffffffffff", "C", equal_to("C"))
+    assert len({a, b, c}) == 3
+    assert store.get_workloads("00000000000000aa") == [(a, "A"), (b, "B")]
+    assert store.get_workloads("0000000000000000") == []
+    assert store.get_workload(c) == ("ffffffffffffffff", "C")
+
+
+def test_tasks_trials_and_checkpoints_round_trip(store):
+    run = store.create_run("m", "cpu", "round-robin", {})
+    w = store.commit_workload("0000000000000001", "W", equal_to("W"))
+    tasks = [StoredTask(0, "dense", w, 2, 1e6, 1e-3), StoredTask(1, "relu", w, 1, 0.0, math.inf)]
+    store.add_tasks(run, tasks)
+    assert store.get_tasks(run) == tasks
+    slot0 = [trial(w, 2e-3), trial(w, error="build")]
+    slot1 = [trial(w, 1e-3, task=1, slot=1)]
+    store.add_trials(run, slot0, Checkpoint(0, 0, 2, 1.5, 1.5, 3e-3))
+    store.add_trials(run, slot1, Checkpoint(1, 1, 1, 2.5, 1.0, math.inf))
+    store.add_trials(run, [], Checkpoint(2, 0, 0, 2.6, 0.1, 3e-3))  # an exhausted task: no trials
+    assert store.get_trials(run) == slot0 + slot1
+    light = store.get_trials(run, records=False)
+    assert [t.record for t in light] == [None] * 3
+    assert [t.run_secs for t in light] == [t.run_secs for t in slot0 + slot1]
+    assert store.get_trials(run)[1].latency == math.inf and store.get_trials(run)[0].latency == 2e-3
+    assert store.get_checkpoints(run) == [Checkpoint(0, 0, 2, 1.5, 1.5, 3e-3), Checkpoint(1, 1, 1, 2.5, 1.0, math.inf),
+                                          Checkpoint(2, 0, 0, 2.6, 0.1, 3e-3)]
+    assert store.count_trials() == 3
+    other = store.create_run("m", "cpu", "random", {})
+    store.add_trials(other, [trial(w)])
+    assert store.get_trials() == [*slot0, *slot1, trial(w)] and store.get_trials(other) == [trial(w)]
+
+
+def test_a_slot_is_committed_whole_or_not_at_all(store):
+    run = store.create_run("m", "cpu", "random", {})
+    w = store.commit_workload("0000000000000001", "W", equal_to("W"))
+    with pytest.raises(Exception):  # noqa: B017 (the backend's integrity error): the second trial's workload is missing
+        store.add_trials(run, [trial(w), trial(w + 1000)], Checkpoint(0, 0, 2, 1.0, 1.0, 1e-3))
+    assert store.get_trials(run) == [] and store.get_checkpoints(run) == [] and store.count_trials() == 0
+
+
+def test_top_trials_rank_as_metaschedule_does(store):
+    run = store.create_run("m", "cpu", "random", {})
+    w, v = (store.commit_workload(f"000000000000000{i}", str(i), equal_to(str(i))) for i in (1, 2))
+    store.add_trials(run, [
+        trial(w, 3e-3), trial(w, 1e-3), trial(w, error="run"), trial(w, 2e-3, target="gpu"), trial(v, 1e-4),
+        trial(w, 1e-5, instructions=[]),  # empty trace: MetaSchedule ignores it
+        trial(w, 1e-5, instructions=[("EnterPostproc", [], [], [])]),  # only post-processing: ignored too
+        StoredTrial(w, record([1e10]), (1e10,), target="cpu"),  # MetaSchedule's stub for "not measured"
+        trial(w, 1e-3),  # a tie: the earlier one first
+    ])
+    top = store.top_trials(w, 10)
+    assert [t.latency for t in top] == [1e-3, 1e-3, 2e-3, 3e-3]
+    assert top[0] == store.get_trials(run)[1]
+    assert [t.latency for t in store.top_trials(w, 10, "cpu")] == [1e-3, 1e-3, 3e-3]
+    assert [t.latency for t in store.top_trials(w, 2, "cpu")] == [1e-3, 1e-3]
+    assert store.top_trials(w, 10, "tpu") == [] and [t.latency for t in store.top_trials(v, 10)] == [1e-4]
+
+
+def test_ranking_latency():
+    assert stores.ranking_latency(record([1e-3, 3e-3]), (1e-3, 3e-3)) == pytest.approx(2e-3)
+    assert stores.ranking_latency(record([1e10, 1e-3]), (1e10, 1e-3)) == pytest.approx((1e10 + 1e-3) / 2)
+    assert stores.ranking_latency(record([]), ()) is None
+    assert stores.ranking_latency(record([1e-3], instructions=[]), (1e-3,)) is None
+
+
+def test_artifacts(store):
+    run = store.create_run("m", "cpu", "gradient", {})
+    store.add_artifact(run, "/out/m", {"latency_s": 1e-3, "inputs": [{"shape": [1, 64]}]})
+    [artifact] = store.get_artifacts(run)
+    assert artifact.path == "/out/m" and artifact.metadata["inputs"] == [{"shape": [1, 64]}] and artifact.created > 0
+
+
+def test_what_is_committed_is_seen_by_every_other_handle(store, store_url):
+    run = store.create_run("m", "cpu", "gradient", {"seed": 3})
+    w = store.commit_workload("0000000000000001", "W", equal_to("W"))
+    store.add_trials(run, [trial(w)], Checkpoint(0, 0, 1, 1.0, 1.0, 1e-3))
+    other = stores.create(store_url)
+    assert other.get_run(run).settings == {"seed": 3} and other.get_trials(run) == [trial(w)]
+    assert other.commit_workload("0000000000000001", "W", equal_to("W")) == w
+    other.close()
+
+
+def test_the_migrated_schema_is_the_declared_one(store):
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from tunewise.stores._schema import METADATA
+
+    with store._engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), METADATA) == []
+
+
+def test_bad_urls_are_one_line_errors(tmp_path):
+    with pytest.raises(InputError, match="bad store URL"):
+        stores.create("not a url")
+    with pytest.raises(InputError, match="no store at"):
+        stores.create(f"sqlite:///{tmp_path}/missing.db", must_exist=True)
+    with pytest.raises(InputError, match="four slashes"):
+        stores.create("sqlite:///no/such/folder/tunewise.db")
+    with pytest.raises(InputError, match="cannot open the store"):
+        stores.create("postgresql+psycopg://nobody@127.0.0.1:1/none")
+
+
+def _writer(url: str, name: str, slots: int, per_slot: int, start, queue) -> None:
+    """One tuner's writes, as the session makes them: a run, shared workloads, a slot of trials at a time."""
+    store = stores.create(url)
+    start.wait()  # both writers begin together, so that they race for the same workloads
+    run = store.create_run(name, "cpu", "random", {})
+    workloads = [store.commit_workload(f"{k:016x}", f"W{k}", equal_to(f"W{k}")) for k in range(3)]
+    store.add_tasks(run, [StoredTask(k, f"t{k}", w, 1, 1e6, 1e-3) for k, w in enumerate(workloads)])
+    for slot in range(slots):
+        k = slot % 3
+        store.add_trials(run, [trial(workloads[k], (slot + 1) * 1e-4, task=k, slot=slot) for _ in range(per_slot)],
+                         Checkpoint(slot, k, per_slot, slot + 1.0, 1.0, 1e-3))
+    store.set_status(run, stores.TUNED)
+    queue.put((run, workloads))
+
+
+def test_two_processes_writing_one_store_lose_nothing(store, store_url):
+    context = multiprocessing.get_context("spawn")
+    queue, start = context.Queue(), context.Barrier(2)
+    writers = [context.Process(target=_writer, args=(store_url, name, 30, 4, start, queue)) for name in ("a", "b")]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(timeout=120)
+    assert [w.exitcode for w in writers] == [0, 0]
+    (run_a, workloads_a), (run_b, workloads_b) = queue.get(), queue.get()
+    assert workloads_a == workloads_b  # the shared workloads were stored once
+    assert [len(store.get_workloads(f"{k:016x}")) for k in range(3)] == [1, 1, 1]
+    assert store.count_trials() == 2 * 30 * 4
+    for run in (run_a, run_b):
+        assert store.get_run(run).status == stores.TUNED
+        assert [c.slot for c in store.get_checkpoints(run)] == list(range(30))
+        assert [t.slot for t in store.get_trials(run)] == [s for s in range(30) for _ in range(4)]

@@ -1,0 +1,232 @@
+"""Trace replay: the session's rules on recorded trials, the clock, the hindsight oracle, metrics, files."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from tunewise import schedulers
+from tunewise.replay import (
+    Oracle,
+    TaskRun,
+    Trace,
+    TraceTask,
+    replay,
+    synthetic,
+    time_to_reach,
+    time_to_within,
+)
+from tunewise.schedulers import TaskScheduler
+from tunewise.state import Snapshot
+
+INF = math.inf
+
+
+class Script(TaskScheduler):
+    """Plays the given picks in order, keeps every snapshot it is shown, and can take its time."""
+
+    def __init__(self, *, picks=(), delay: float = 0.0):
+        self.picks = list(picks)
+        self.delay = delay
+        self.seen: list[Snapshot] = []
+
+    def next(self, snapshot):
+        self.seen.append(snapshot)
+        end = time.perf_counter() + self.delay
+        while time.perf_counter() < end:
+            pass
+        return self.picks.pop(0) if self.picks else None
+
+
+def trace_of(*runs: tuple[list[float], list[float]], weights=None, default: float = 10.0) -> Trace:
+    """One seed; task ``k`` has latencies/costs ``runs[k]``, FLOPs 1e9, default latency ``default``."""
+    weights = weights or [1] * len(runs)
+    tasks = tuple(TraceTask(f"t{k}", w, 1e9, default) for k, w in enumerate(weights))
+    return Trace("test", tasks, (tuple(TaskRun(tuple(lat), tuple(cost)) for lat, cost in runs),))
+
+
+# ---- the session's rules ------------------------------------------------------------------------------
+
+
+def test_snapshots_follow_the_session_rules():
+    trace = trace_of(([8.0, INF, 6.0, 7.0, 5.0], [1.0] * 5), ([9.0, 4.0, 3.0], [2.0] * 3), ([INF] * 4, [0.5] * 4))
+    script = Script(picks=[0, 1, 0, 2, 1])
+    run = replay(trace, script, seed_index=0, trials_per_slot=2, per_task_trials=4, max_trials=9,
+                 decision_cost=0.0)
+    first, *_, last = script.seen
+    assert (first.elapsed, first.trials, first.slot, first.trials_per_slot) == (0.0, 0, 0, 2)
+    assert (first.max_trials, first.per_task_trials, first.history) == (9, 4, ((0.0, 30.0),))
+    assert all(t.best_history == () and not t.finished for t in first.tasks)
+    t0, t1, t2 = run.final.tasks
+    # Task 0: slots of 2 trials, best after each slot, finished once its per-task budget (4) is spent.
+    assert (t0.best_history, t0.trials_history, t0.trials, t0.failures, t0.finished) == ((8.0, 6.0), (2, 4), 4, 1,
+                                                                                          True)
+    # Task 1: its recorded run (3 trials) ends inside its second slot: one trial, then finished.
+    assert (t1.best_history, t1.trials_history, t1.finished) == ((4.0, 3.0), (2, 3), True)
+    # Task 2: only failures, so best stays inf and the task counts at its default latency.
+    assert (t2.best_history, t2.failures, t2.current_latency, t2.finished) == ((INF,), 2, 10.0, False)
+    assert run.picks == (0, 1, 0, 2, 1) and run.final.trials == 9 and run.final.slot == 5
+    # The 9-trial budget stopped the run (the script had no picks left to give anyway).
+    assert len(script.seen) == 5
+    assert [s.slot for s in script.seen] == [0, 1, 2, 3, 4]
+    assert last.history == run.history[:-1]
+    assert run.history[-1] == (run.final.elapsed, 6.0 + 3.0 + 10.0)
+    assert run.final.history == run.history
+
+
+def test_the_last_slot_is_cut_to_the_trial_budget():
+    trace = trace_of(([5.0] * 8, [1.0] * 8), ([5.0] * 8, [1.0] * 8))
+    run = replay(trace, schedulers.RoundRobin(), seed_index=0, trials_per_slot=4, max_trials=6, decision_cost=0.0)
+    assert [t.trials_history for t in run.final.tasks] == [(4,), (2,)]
+    assert run.final.elapsed == 6.0
+
+
+def test_patience_counts_trials_without_improvement_as_the_session_does():
+    # Improves in slots 1 and 2 (the counter restarts at 0 even if the slot's last trials did not improve),
+    # then 3 trials of each further slot count: finished after 2 flat slots with patience 6.
+    trace = trace_of(([5.0, 4.0, 9.0, 3.0, 9.0, 9.0] + [9.0] * 9, [1.0] * 15))
+    run = replay(trace, schedulers.Sequential(), seed_index=0, trials_per_slot=3, patience=6, decision_cost=0.0)
+    assert run.final.tasks[0].best_history == (4.0, 3.0, 3.0, 3.0)
+    assert run.final.tasks[0].finished and run.final.trials == 12
+
+
+def test_a_task_with_no_recorded_trials_is_finished_from_the_start():
+    run = replay(trace_of(([], []), ([2.0], [1.0])), schedulers.RoundRobin(), seed_index=0, decision_cost=0.0)
+    assert run.picks == (1,)
+    assert run.final.tasks[0].finished and run.final.tasks[0].slots == 0
+
+
+def test_choosing_a_finished_task_is_an_error():
+    with pytest.raises(RuntimeError, match="finished task 0"):
+        replay(trace_of(([2.0], [1.0]), ([2.0], [1.0])), Script(picks=[0, 0]), seed_index=0)
+
+
+# ---- the clock ----------------------------------------------------------------------------------------
+
+
+def test_the_clock_adds_the_recorded_costs_and_the_charged_decisions():
+    trace = trace_of(([5.0, 4.0, 3.0], [1.0, 2.0, 4.0]), ([5.0, 1.0], [0.5, 0.25]))
+    run = replay(trace, Script(picks=[0, 1, 0]), seed_index=0, trials_per_slot=2, decision_cost=0.125)
+    assert [t for t, _ in run.history] == [0.0, 0.125 + 3.0, 3.125 + 0.125 + 0.75, 4.0 + 0.125 + 4.0]
+    assert run.decision_times == (0.125,) * 3
+    assert run.final.elapsed == 8.125  # every recorded trial used: no fourth decision
+    stopped = replay(trace, Script(picks=[0]), seed_index=0, trials_per_slot=2, decision_cost=0.125)
+    assert stopped.final.elapsed == 3.125 + 0.125  # the decision that returned None took its time too
+
+
+def test_decisions_are_timed_when_no_cost_is_given():
+    trace = trace_of(([5.0, 4.0], [1.0, 1.0]))
+    run = replay(trace, Script(picks=[0, 0], delay=0.02), seed_index=0, trials_per_slot=1)
+    assert all(d >= 0.02 for d in run.decision_times)
+    assert run.history[-1][0] == pytest.approx(2.0 + run.decision_times[0] + run.decision_times[1])
+
+
+def test_a_time_budget_is_checked_before_each_slot():
+    trace = trace_of(([5.0] * 10, [1.0] * 10))
+    run = replay(trace, schedulers.Sequential(), seed_index=0, trials_per_slot=4, time_budget=5.0,
+                 decision_cost=0.0)
+    assert run.history[-1][0] == 8.0  # the second slot started at 4 s < 5 s and ran to its end
+
+
+# ---- the oracle ---------------------------------------------------------------------------------------
+
+
+def diminishing_returns() -> Trace:
+    """Each task's best falls geometrically toward its limit, so every task's gain per slot shrinks."""
+    runs = []
+    for start, floor, pace, cost in [(10.0, 2.0, 0.7, 1.0), (10.0, 6.0, 0.5, 0.5), (10.0, 1.0, 0.9, 2.0)]:
+        runs.append(([floor + (start - floor) * pace ** (i + 1) for i in range(48)], [cost] * 48))
+    return trace_of(*runs, weights=[1, 2, 1])
+
+
+def test_the_oracle_is_at_least_as_good_as_every_scheduler_on_diminishing_returns():
+    trace = diminishing_returns()
+    best = trace.best_reachable(0)
+    fast = {"n_walkers": 8, "n_steps": 40, "burn_in": 20, "thin": 4}
+
+    def times(scheduler) -> list[float]:
+        run = replay(trace, scheduler, seed_index=0, trials_per_slot=4, decision_cost=0.0)
+        return [time_to_within(run.history, best, x) for x in (0.2, 0.05, 0.01)]
+
+    oracle = times(Oracle(trace=trace, seed_index=0))
+    for name in schedulers.names():
+        kwargs = fast if name.startswith("dynatune") else {}
+        other = times(schedulers.create_seeded(name, 0, **kwargs))
+        assert all(o <= x for o, x in zip(oracle, other, strict=True)), (name, oracle, other)
+
+
+def test_the_oracle_scores_a_slot_by_its_reduction_per_second():
+    # Task 0's next slot saves 1 s of model latency (x weight 1) for 2 s; task 1's saves 0.5 (x weight 3) for 1 s.
+    trace = trace_of(([9.0, 9.5], [1.0, 1.0]), ([9.5, 9.8], [0.5, 0.5]), weights=[1, 3])
+    oracle = Oracle(trace=trace, seed_index=0)
+    snap = Snapshot(replay(trace, Script(), seed_index=0).final.tasks, trials_per_slot=2)
+    assert oracle.rates(snap, snap.tasks[0]).tolist() == [0.5]
+    assert oracle.rates(snap, snap.tasks[1]).tolist() == [1.5]
+    assert oracle.next(snap) == 1
+
+
+def test_the_oracle_can_look_past_a_flat_slot():
+    # Task 0 finds nothing in its first slot and a lot in its second; task 1 a little in each.
+    trace = trace_of(([10.0, 10.0, 1.0, 1.0], [1.0] * 4), ([9.5, 9.5, 9.0, 9.0], [1.0] * 4))
+    greedy = replay(trace, Oracle(trace=trace, seed_index=0), seed_index=0, trials_per_slot=2, max_trials=4,
+                    decision_cost=0.0)
+    ahead = replay(trace, Oracle(trace=trace, seed_index=0, lookahead=None), seed_index=0, trials_per_slot=2,
+                   max_trials=4, decision_cost=0.0)
+    assert greedy.picks == (1, 1) and ahead.picks == (0, 0)
+    assert ahead.history[-1][1] < greedy.history[-1][1]
+    # When no next slot improves anything, the one-step oracle still turns to what pays off later.
+    flat = trace_of(([10.0, 10.0, 1.0, 1.0], [1.0] * 4), ([10.0] * 4, [1.0] * 4))
+    assert replay(flat, Oracle(trace=flat, seed_index=0), seed_index=0, trials_per_slot=2, max_trials=4).picks == (0, 0)
+
+
+def test_the_oracle_rejects_a_bad_lookahead():
+    with pytest.raises(ValueError, match="lookahead"):
+        Oracle(trace=diminishing_returns(), seed_index=0, lookahead=0)
+
+
+# ---- metrics, traces and files --------------------------------------------------------------------------
+
+
+def test_time_to_reach_and_within():
+    history = ((0.0, 10.0), (2.0, 5.0), (3.0, 2.1), (7.0, 2.0))
+    assert time_to_reach(history, 5.0) == 2.0
+    assert time_to_within(history, 2.0, 0.05) == 3.0
+    assert time_to_within(history, 2.0, 0.01) == 7.0
+    assert time_to_reach(history, 1.0) is None
+
+
+def test_best_reachable_is_the_weighted_sum_of_each_tasks_best_or_default():
+    trace = trace_of(([4.0, 3.0], [1.0, 1.0]), ([INF, INF], [1.0, 1.0]), ([20.0], [1.0]), weights=[2, 1, 1])
+    assert trace.best_reachable(0) == 2 * 3.0 + 10.0 + 10.0
+
+
+def test_save_and_load_round_trip(tmp_path):
+    trace = synthetic(n_tasks=4, trials=20, seeds=2, seed=1)
+    tasks = (*trace.tasks[:-1], TraceTask("failed-default", 2, 5e8, INF))
+    trace = Trace(trace.model, tasks, trace.runs, {"target": "llvm", "trials": 20})
+    assert any(x == INF for r in trace.runs[0] for x in r.latencies)
+    path = tmp_path / "trace.json.gz"
+    trace.save(str(path))
+    loaded = Trace.load(str(path))
+    assert loaded == trace and loaded.meta == trace.meta
+    assert path.stat().st_size < 8000
+
+
+def test_bad_traces_are_rejected():
+    with pytest.raises(ValueError, match="costs"):
+        TaskRun((1.0, 2.0), (1.0,))
+    with pytest.raises(ValueError, match="latencies"):
+        TaskRun((0.0,), (1.0,))
+    with pytest.raises(ValueError, match="costs"):
+        TaskRun((1.0,), (INF,))
+    with pytest.raises(ValueError, match="task runs"):
+        Trace("m", (TraceTask("a", 1, 1.0, 1.0),), ((),))
+
+
+def test_synthetic_traces_are_reproducible_and_tune_down():
+    a, b = synthetic(n_tasks=5, trials=64, seeds=2, seed=3), synthetic(n_tasks=5, trials=64, seeds=2, seed=3)
+    assert a == b and a.seeds == 2 and a.runs[0] != a.runs[1]
+    untuned = sum(t.weight * t.default_latency for t in a.tasks)
+    assert a.best_reachable(0) < 0.5 * untuned

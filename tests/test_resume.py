@@ -1,0 +1,75 @@
+"""Resume for real: ``tunewise tune`` killed with SIGKILL in the middle of tuning, then ``--resume``d."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tunewise import cli, stores
+from tunewise.schedulers import Random
+from tunewise.state import Snapshot, TaskView
+
+pytestmark = pytest.mark.tvm
+
+TRIALS, PER_SLOT = 12, 2
+
+
+def random_choices(seed: int, slots: int) -> list[int]:
+    """The tasks an uninterrupted random scheduler picks for tiny-mlp's two tasks (both stay live)."""
+    scheduler, snapshot = Random(seed=seed), Snapshot((TaskView(0, "a", 1, 1.0, 1.0), TaskView(1, "b", 1, 1.0, 1.0)))
+    return [scheduler.next(snapshot) for _ in range(slots)]
+
+
+def wait_for_trials(store, process, count: int, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while store.count_trials() < count:
+        assert process.poll() is None, f"tune exited early with {process.returncode}"
+        assert time.monotonic() < deadline, "no trials recorded in time"
+        time.sleep(0.2)
+
+
+def test_a_killed_run_resumes_without_losing_or_repeating_a_trial(tmp_path, capsys):
+    from tunewise.stores._database import module_hash
+
+    url = f"sqlite:///{tmp_path}/tunewise.db"
+    store = stores.create(url)
+    expected = random_choices(0, TRIALS // PER_SLOT)
+    assert expected[2:] != expected[:-2] and expected[3:] != expected[:-3]  # a fresh scheduler would differ
+    with open(tmp_path / "log", "w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tunewise.cli", "tune", "tiny-mlp", "--trials", str(TRIALS), "--trials-per-slot",
+             str(PER_SLOT), "--scheduler", "random", "--seed", "0", "--store", url, "-o", str(tmp_path / "out")],
+            cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for_trials(store, process, 2 * PER_SLOT)
+        finally:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+    [run] = store.get_runs()
+    before = store.get_trials(run.id)
+    assert store.get_run(run.id).status == stores.RUNNING  # killed: nobody could say otherwise
+    assert len(before) % PER_SLOT == 0 and len(before) < TRIALS  # whole slots only; the one in flight is lost
+    assert len(store.get_checkpoints(run.id)) == len(before) // PER_SLOT
+
+    assert cli.main(["tune", "--resume", str(run.id), "--store", url]) == 0
+    assert f"resumed after {len(before)} trials" in capsys.readouterr().err
+
+    after = store.get_trials(run.id)
+    assert after[:len(before)] == before  # nothing lost
+    assert len(after) == TRIALS  # the budget counted what was measured before the kill
+    assert len({t.target for t in after}) == 1  # resumed on the very same target
+    checkpoints = store.get_checkpoints(run.id)
+    assert [c.task for c in checkpoints] == expected  # the scheduler went on as if never stopped
+    assert [t.slot for t in after] == [s for s in range(TRIALS // PER_SLOT) for _ in range(PER_SLOT)]
+    elapsed = [c.elapsed for c in checkpoints]
+    assert elapsed == sorted(elapsed)  # tuning time continues from where it stopped
+    # no candidate measured twice: the scheduled modules, rebuilt here from the stored records, all differ
+    database = stores.StoreDatabase(store)
+    hashes = [module_hash(database.record(t).as_measure_candidate().sch.mod) for t in after]
+    assert hashes == [t.candidate for t in after] and len(set(hashes)) == TRIALS
+    assert store.get_run(run.id).status == stores.FINISHED
+    [artifact] = store.get_artifacts(run.id)
+    assert artifact.metadata["trials"] == TRIALS and artifact.path == str(tmp_path / "out")
