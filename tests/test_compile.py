@@ -62,3 +62,14 @@ def test_verify_rejects_wrong_outputs(tiny_mlp):
 def test_load_rejects_non_artifacts(tmp_path):
     with pytest.raises(InputError, match="not a tunewise artifact"):
         compiler.load(str(tmp_path))
+
+
+def test_build_candidate_is_a_drop_in_for_the_stock_builder(tiny_mlp):
+    """LocalBuilder(f_build=build_candidate) builds for real: the fix the stock-loop benchmark relies on."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunewise import tvm_env
+
+    builder = ms.builder.LocalBuilder(f_build=tvm_env.build_candidate, max_workers=1)
+    (result,) = builder.build([ms.builder.BuilderInput(tiny_mlp.task_mods[0], tiny_mlp.target)])
+    assert result.error_msg is None and result.artifact_path.endswith(".tar")
