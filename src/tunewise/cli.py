@@ -154,8 +154,9 @@ def _cmd_tune(args) -> int:
     print(f"tuned TVM        {result.tuned_latency * 1e3:.3f} ms "
           f"({result.untuned_latency / result.tuned_latency:.1f}x faster than untuned)")
     if result.torch_latency is not None:
-        print(f"PyTorch eager    {result.torch_latency * 1e3:.3f} ms "
-              f"({result.torch_latency / result.tuned_latency:.2f}x slower than tuned)")
+        ratio = result.torch_latency / result.tuned_latency
+        relation = f"tuned TVM is {ratio:.2f}x faster" if ratio >= 1 else f"tuned TVM is {1 / ratio:.1f}x slower"
+        print(f"PyTorch eager    {result.torch_latency * 1e3:.3f} ms ({relation})")
     print(f"outputs          match the reference (max relative error {result.max_error:.2e})")
     print(f"artifact         {result.artifact}")
     return 0
