@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-from tunewise.errors import InputError, TunewiseError
+from tunewise.errors import InputError, TunewiseError, message_line
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
 
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:
         if os.environ.get("TUNEWISE_DEBUG"):
             raise
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        first = message_line(err) if str(err).strip() else ""
         print(f"tunewise: internal error: {type(err).__name__}: {first} (TUNEWISE_DEBUG=1 shows the traceback)",
               file=sys.stderr)
         return 1

@@ -4,6 +4,17 @@ Anything else that escapes is a bug in tunewise and is shown as such.
 """
 
 
+def message_line(err: BaseException | str, *, last: bool = False) -> str:
+    """The first (or ``last``) line of an error or error text; an exception without text gives its type name.
+
+    TVM and torch errors carry tracebacks and context in their text; a user sees one line of it.
+    """
+    text = str(err).strip()
+    if not text:
+        return "" if isinstance(err, str) else type(err).__name__
+    return text.splitlines()[-1 if last else 0].strip()
+
+
 class TunewiseError(Exception):
     """Base class of the errors a user can cause and fix; ``str(err)`` is the whole message."""
 

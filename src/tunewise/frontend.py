@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tunewise.errors import InputError, ModelImportError
+from tunewise.errors import InputError, ModelImportError, message_line
 
 
 @dataclass(frozen=True)
@@ -27,11 +27,6 @@ class ImportedModel:
     @property
     def input_shapes(self) -> tuple[tuple[int, ...], ...]:
         return tuple(x.shape for x in self.inputs)
-
-
-def _first_line(err: Exception) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
 
 
 def _as_numpy_outputs(out) -> tuple[np.ndarray, ...]:
@@ -68,7 +63,7 @@ def _relax_from_exported(ep, name: str):
     try:
         return from_exported_program(ep)
     except AssertionError as err:  # the torch frontend reports unsupported operators this way
-        raise ModelImportError(f"cannot import {name}: {_first_line(err)}") from None
+        raise ModelImportError(f"cannot import {name}: {message_line(err)}") from None
     except (KeyError, NotImplementedError, ValueError, TypeError) as err:
         raise ModelImportError(f"cannot import {name}: {type(err).__name__}: {err}") from None
 
@@ -85,7 +80,7 @@ def from_torch(model, example_inputs, *, name: str = "model") -> ImportedModel:
         try:
             ep = torch.export.export(model, tuple(example_inputs))
         except Exception as err:  # torch.export raises many types; the first line says what failed
-            raise ModelImportError(f"torch.export failed for {name}: {_first_line(err)}") from None
+            raise ModelImportError(f"torch.export failed for {name}: {message_line(err)}") from None
     mod = _relax_from_exported(ep, name)
     inputs = tuple(x.detach().cpu().numpy() for x in example_inputs)
     return ImportedModel(name, mod, inputs, reference)
@@ -106,7 +101,7 @@ def from_exported_program_file(path: str, *, seed: int = 0) -> ImportedModel:
     try:
         ep = torch.export.load(path)
     except Exception as err:
-        raise ModelImportError(f"cannot read exported program {path}: {_first_line(err)}") from None
+        raise ModelImportError(f"cannot read exported program {path}: {message_line(err)}") from None
     _check_static(ep)
     saved = getattr(ep, "example_inputs", None)
     if saved and saved[0]:
@@ -156,12 +151,12 @@ def from_onnx_file(path: str, *, input_shapes: dict[str, tuple[int, ...]] | None
         model = onnx.load(path)
         onnx.checker.check_model(model)
     except Exception as err:
-        raise ModelImportError(f"{path} is not a valid ONNX model: {_first_line(err)}") from None
+        raise ModelImportError(f"{path} is not a valid ONNX model: {message_line(err)}") from None
     shapes = _onnx_input_shapes(model, input_shapes or {})
     try:
         session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     except Exception as err:  # onnxruntime's own error types; the message names the problem
-        raise ModelImportError(f"onnxruntime cannot load {path}: {_first_line(err)}") from None
+        raise ModelImportError(f"onnxruntime cannot load {path}: {message_line(err)}") from None
     generator = np.random.default_rng(seed)
     feeds = {}
     for inp in session.get_inputs():
@@ -173,7 +168,7 @@ def from_onnx_file(path: str, *, input_shapes: dict[str, tuple[int, ...]] | None
     try:
         mod = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
     except Exception as err:
-        raise ModelImportError(f"cannot import {path}: {_first_line(err)}") from None
+        raise ModelImportError(f"cannot import {path}: {message_line(err)}") from None
     return ImportedModel(name, mod, tuple(feeds[k] for k in shapes), reference)
 
 

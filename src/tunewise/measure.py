@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 from tunewise import runners
+from tunewise.errors import message_line
 from tunewise.target import device_type
 
 BUILD_ERROR, RUN_ERROR, TIMEOUT = "build", "run", "timeout"
@@ -115,14 +116,15 @@ class Measurer:
                                   f_run_evaluator=self.evaluator)
         self._device = device_type(target)
 
-    def _collect_build(self, future: cf.Future) -> tuple[str | None, float, str]:
+    def _collect_build(self, future: cf.Future) -> tuple[str | None, float, str | None, str]:
+        """``(artifact path, build seconds, error kind, message)``; the path is ``None`` when the build failed."""
         try:
             path, seconds = future.result()
-            return path, seconds, ""
+            return path, seconds, None, ""
         except TimeoutError:
-            return None, self.config.build_timeout, TIMEOUT
+            return None, self.config.build_timeout, TIMEOUT, ""
         except Exception as err:  # a TVM build error of this candidate
-            return None, 0.0, f"{BUILD_ERROR}:{str(err).strip().splitlines()[-1] if str(err).strip() else err}"
+            return None, 0.0, BUILD_ERROR, message_line(err, last=True)
 
     def _run(self, path: str, args_info, build_seconds: float, reference: float) -> Measurement:
         from tvm.s_tir.meta_schedule.runner import RunnerInput
@@ -134,7 +136,7 @@ class Measurer:
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
         if result.error_msg:
             kind = TIMEOUT if "Timeout" in result.error_msg else RUN_ERROR
-            return Measurement((), kind, str(result.error_msg).strip().splitlines()[-1][:500],
+            return Measurement((), kind, message_line(result.error_msg, last=True)[:500],
                                build_seconds, run_seconds)
         return Measurement(tuple(float(s) for s in result.run_secs), None, "", build_seconds, run_seconds)
 
@@ -157,9 +159,8 @@ class Measurer:
                 reference = min(reference, results[i].latency)
 
         for i, (future, (_, args_info)) in enumerate(zip(futures, batch, strict=True)):
-            path, seconds, error = self._collect_build(future)
+            path, seconds, kind, message = self._collect_build(future)
             if path is None:
-                kind, _, message = error.partition(":")
                 results[i] = Measurement((), kind, message[:500], seconds)
             elif self.config.overlap:
                 run(i, path, seconds, args_info)

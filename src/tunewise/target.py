@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 
-from tunewise.errors import TargetError
+from tunewise.errors import TargetError, message_line
 
 
 def host_cpu() -> dict:
@@ -41,8 +41,7 @@ def resolve(spec: str | dict | None = None):
     try:
         return tvm.target.Target(config)
     except Exception as err:  # TVM raises several error types for a bad target
-        first_line = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
-        raise TargetError(f"bad target {spec!r}: {first_line}") from None
+        raise TargetError(f"bad target {spec!r}: {message_line(err, last=True)}") from None
 
 
 def device_type(target) -> str:

@@ -20,7 +20,7 @@ import networkx as nx
 import torch
 from torch import fx
 
-from tunewise.errors import InputError, ModelImportError
+from tunewise.errors import InputError, ModelImportError, message_line
 from tunewise.runtime.streams import StreamPlan, plan_streams
 
 
@@ -35,7 +35,7 @@ def export_program(model: torch.nn.Module,
     try:
         return torch.export.export(model, inputs).run_decompositions({})
     except Exception as err:  # torch.export raises many types, all meaning "cannot capture this model"
-        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        message = message_line(err)
         raise ModelImportError(f"torch.export could not capture the model: {message}") from err
 
 

@@ -12,7 +12,7 @@ import json
 import os
 import time
 
-from tunewise.errors import InputError
+from tunewise.errors import InputError, message_line
 from tunewise.stores._base import IMPORTED, Store, StoredTrial
 from tunewise.stores._database import StoreDatabase, record_json, target_key
 
@@ -53,7 +53,7 @@ def import_records(store: Store, directory: str) -> tuple[int, int]:
     try:
         records = ms.database.JSONDatabase(work_dir=directory, allow_missing=False).get_all_tuning_records()
     except Exception as err:  # TVM raises its own error types on a corrupt file
-        raise InputError(f"cannot read the records in {directory}: {str(err).strip().splitlines()[0]}") from None
+        raise InputError(f"cannot read the records in {directory}: {message_line(err)}") from None
     targets = sorted({target_key(r.target) or "" for r in records})
     run = store.create_run(os.path.abspath(directory), targets[0] if len(targets) == 1 else json.dumps(targets),
                            "import", {"source": os.path.abspath(directory)}, status=IMPORTED)

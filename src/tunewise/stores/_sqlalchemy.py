@@ -20,7 +20,7 @@ from sqlalchemy import event, func, select, update
 from sqlalchemy.engine import Connection, Engine, create_engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
-from tunewise.errors import InputError
+from tunewise.errors import InputError, message_line
 from tunewise.stores import _schema as s
 from tunewise.stores._base import RUNNING, Artifact, Checkpoint, Run, Store, StoredTask, StoredTrial, ranking_latency
 
@@ -127,7 +127,7 @@ class SQLAlchemyStore(Store):
         try:
             upgrade(self._engine)
         except OperationalError as err:
-            raise InputError(f"cannot open the store {url!r}: {str(err.orig).strip().splitlines()[0]}") from None
+            raise InputError(f"cannot open the store {url!r}: {message_line(err.orig)}") from None
         self._writer = self._engine.execution_options(tunewise_write=True)
 
     def __repr__(self) -> str:
