@@ -68,16 +68,26 @@ def compiled_latency(model, database=None, *, apply_all: bool = False) -> float:
     return compiled.time(*model.inputs, repeat=10).median
 
 
-def run_ours(model, name: str, trials: int, measurer, seed: int) -> dict:
+def run_ours(model, name: str, trials: int, measurer, seed: int, keep: str | None) -> dict:
     per_task = math.ceil(trials / len(model.tasks)) if name == "sequential" else None
-    store = stores.create("sqlite://")  # in memory: every run tunes from an empty database
+    # every run tunes from an empty database: in memory, or a new file in the folder ``keep``
+    url = "sqlite://"
+    if keep:
+        path = os.path.join(keep, f"{model.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}.db")
+        url = f"sqlite:///{path}"
+    store = stores.create(url)
+    events = []
     loop = session.Session(model, schedulers.create_seeded(name, seed),
                            session.Budget(max_trials=trials, per_task_trials=per_task), measurer,
-                           store, store.create_run(model.name, str(model.target), name, {}), seed=seed)
+                           store, store.create_run(model.name, str(model.target), name, {}), seed=seed,
+                           listeners=[lambda event, _: events.append(event)])
     final = loop.run()
     return {"curve": [list(p) for p in loop.history], "trials": final.trials,
             "failures": sum(t.failures for t in final.tasks), "tuning_seconds": final.elapsed,
             "decision_seconds": loop.decision_seconds,
+            "search_seconds": sum(e.search_seconds for e in events),
+            "measure_seconds": sum(e.measure_seconds for e in events),
+            "tasks_tuned": len({e.task for e in events}),
             "trials_per_minute": 60 * final.trials / final.elapsed,
             "final_estimate": final.estimated_latency(),
             "compiled_latency": compiled_latency(model, loop.database)}
@@ -89,6 +99,7 @@ def run_stock(model, trials: int, config: measure.MeasureConfig, seed: int) -> d
     from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
     best = [math.inf] * len(model.tasks)
+    tuned = set()
     curve = []
     start = [0.0]
 
@@ -98,6 +109,7 @@ def run_stock(model, trials: int, config: measure.MeasureConfig, seed: int) -> d
     @derived_object
     class Track(PyMeasureCallback):
         def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+            tuned.add(task_id)
             for result in runner_results:
                 if result.run_secs:
                     secs = [float(s) for s in result.run_secs]
@@ -123,7 +135,7 @@ def run_stock(model, trials: int, config: measure.MeasureConfig, seed: int) -> d
         records = database.get_all_tuning_records()
         return {"curve": curve, "trials": len(records),
                 "failures": sum(1 for r in records if not r.run_secs or min(float(x) for x in r.run_secs) >= 1e9),
-                "tuning_seconds": elapsed,
+                "tuning_seconds": elapsed, "tasks_tuned": len(tuned),
                 "trials_per_minute": 60 * len(records) / elapsed, "final_estimate": estimate(),
                 "compiled_latency": compiled_latency(model, database, apply_all=True)}
 
@@ -161,6 +173,7 @@ def main() -> None:
     parser.add_argument("--no-stock", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="bench/results/schedulers")
+    parser.add_argument("--keep-stores", metavar="DIR", help="keep each run of ours in DIR/MODEL-NAME-TIME.db")
     parser.add_argument("--merge", help="a JSON from an earlier invocation whose runs are kept (same model)")
     args = parser.parse_args()
 
@@ -193,10 +206,12 @@ def main() -> None:
         if (earlier["model"], earlier["trials"]) != (args.model, args.trials):
             raise SystemExit(f"{args.merge} is for another model or budget")
         results["runs"].update(earlier["runs"])
-        results["merged_from"] = {name: args.merge for name in earlier["runs"]}
     runs = [] if args.no_stock else [("stock-gradient", lambda: run_stock(model, args.trials, config, args.seed))]
-    runs += [(name, lambda n=name: run_ours(model, n, args.trials, measurer, args.seed))
+    runs += [(name, lambda n=name: run_ours(model, n, args.trials, measurer, args.seed, args.keep_stores))
              for name in args.schedulers.split(",") if name]
+    if args.merge:
+        rerun = {name for name, _ in runs}
+        results["merged_from"] = {name: args.merge for name in earlier["runs"] if name not in rerun}
     for name, run in runs:
         try:
             results["runs"][name] = run()

@@ -87,6 +87,37 @@ def test_time_budget_and_patience_stop_the_run(tiny_mlp, measurer):
     assert all(t.finished for t in final.tasks) and final.trials < 40
 
 
+def test_the_cost_model_learns_from_every_slot(tiny_mlp, measurer):
+    # A task's queue of 64 candidates outlasts short runs: the model must not wait for it to drain.
+    import numpy as np
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+
+    updates = []
+
+    @derived_object
+    class Recording(PyCostModel):
+        def load(self, path):
+            pass
+
+        def save(self, path):
+            pass
+
+        def update(self, context, candidates, results):
+            updates.append((context.task_name, len(candidates), sum(r.run_secs is not None for r in results)))
+
+        def predict(self, context, candidates):
+            return np.zeros(len(candidates))
+
+    store = stores.create("sqlite://")
+    run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=12), measurer,
+                          store, new_run(store, tiny_mlp), trials_per_slot=3, cost_model=Recording())
+    run.run()
+    names = [t.name for t in tiny_mlp.tasks]
+    assert [(name, n) for name, n, _ in updates] == [(names[0], 3), (names[1], 3)] * 2
+    assert sum(valid for *_, valid in updates) == sum(t.error is None for t in run.trials)
+
+
 @pytest.mark.parametrize("kwargs", [{}, {"max_trials": 0}, {"time_budget": -1}, {"per_task_trials": 1.5e300 * 1e10},
                                     {"patience": True}])
 def test_bad_budgets(kwargs):
