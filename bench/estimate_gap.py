@@ -1,0 +1,97 @@
+"""Why the compiled model is slower than the tuning loop's estimate ``sum(weight_k * best_k)``.
+
+Takes a finished run from a store and, for every task whose best record is applied at compile time,
+re-measures that record alone three ways: as tuning measured it (warm caches: the same inputs every
+repeat), the same again (the noise between two warm passes), and with the CPU caches flushed before every
+repeat (how an operator meets its weights inside a whole model). Then compiles the model with the records
+and times it. If the cold sum accounts for the compiled latency, the gap is the cache, not a record that
+failed to apply.
+
+    python bench/estimate_gap.py --store sqlite:///tunewise.db --run 1 --out bench/results/estimate-gap.json
+    python bench/estimate_gap.py --store sqlite:///STORE.db --run 1 --model resnet18   # a bench/schedulers.py run
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import statistics
+
+from tunewise import compile as compiler
+from tunewise import frontend, measure, stores, tasks, tvm_env
+from tunewise import target as targets
+
+
+def remeasure(measurer: measure.Measurer, records, passes: int) -> list[float]:
+    """Median over ``passes`` of each record's mean latency, measured alone."""
+    candidates = [r.as_measure_candidate() for r in records]
+    batch = [(c.sch.mod, c.args_info) for c in candidates]
+    samples = [[m.latency for m in measurer.measure(batch)] for _ in range(passes)]
+    return [statistics.median(column) for column in zip(*samples, strict=True)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", default="sqlite:///tunewise.db")
+    parser.add_argument("--run", type=int, required=True)
+    parser.add_argument("--model", help="zoo name or file (default: the run's own source)")
+    parser.add_argument("--level", default=None, help="graph level (default: the run's own, else fold-bn)")
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--out", default="bench/results/estimate-gap.json")
+    args = parser.parse_args()
+
+    store = stores.create(args.store, must_exist=True)
+    spec = store.get_run(args.run)
+    settings = spec.settings
+    target = targets.resolve(spec.target)
+    tvm_env.prepare(target.kind.name)
+    imported = frontend.load(args.model or settings["source"], seed=settings.get("seed", 0))
+    model = tasks.extract(imported, target, level=args.level or settings.get("level", "fold-bn"), measurer=None)
+    stored = store.get_tasks(args.run)
+    model = dataclasses.replace(model, tasks=tuple(dataclasses.replace(t, default_latency=s.default_latency)
+                                                   for t, s in zip(model.tasks, stored, strict=True)))
+    database = stores.StoreDatabase(store, target=target)
+    chosen = compiler.best_records_database(model, database)
+
+    rows, applied = [], []
+    for task, mod in zip(model.tasks, model.task_mods, strict=True):
+        row = {"name": task.name, "weight": task.weight, "default": task.default_latency}
+        if chosen.has_workload(mod):
+            record = chosen.get_top_k(chosen.commit_workload(mod), 1)[0]
+            row["tuned"] = sum(float(s) for s in record.run_secs) / len(record.run_secs)
+            applied.append((len(rows), record))
+        rows.append(row)
+
+    records = [r for _, r in applied]
+    passes = {}
+    for name, flush in (("warm", False), ("cold", True)):
+        measurer = measure.Measurer(target, measure.MeasureConfig(repeat=3, enable_cpu_cache_flush=flush))
+        try:
+            passes[name] = remeasure(measurer, records, args.passes)
+        finally:
+            measurer.close()
+    for (i, _), warm, cold in zip(applied, passes["warm"], passes["cold"], strict=True):
+        rows[i].update(warm=warm, cold=cold)
+
+    def total(key: str) -> float:
+        return sum(r["weight"] * r.get(key, r["default"]) for r in rows)
+
+    compiled = compiler.CompiledModel(compiler.build(model, database), target)
+    compiler.verify(compiled, model.inputs, model.reference_outputs)
+    result = {"store": args.store, "run": args.run, "model": model.name, "tasks": rows,
+              "estimate_tuned": total("tuned"), "estimate_warm": total("warm"), "estimate_cold": total("cold"),
+              "compiled": compiled.time(*model.inputs, repeat=20).median}
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"{'task':40s} {'w':>2s} {'tuned':>9s} {'warm':>9s} {'cold':>9s}  (ms)")
+    for r in rows:
+        cells = [f"{1e3 * r[k]:9.3f}" if k in r and math.isfinite(r[k]) else f"{'-':>9s}"
+                 for k in ("tuned", "warm", "cold")]
+        print(f"{r['name'][:40]:40s} {r['weight']:2d} {' '.join(cells)}")
+    print({k: round(1e3 * v, 2) for k, v in result.items() if k.startswith(("estimate", "compiled"))}, "ms")
+
+
+if __name__ == "__main__":
+    main()
