@@ -47,7 +47,7 @@ def tune(model, measurer, cost_model: str, scheduler: str, budget: session.Budge
     store = stores.create("sqlite://")
     run_id = store.create_run(model.name, str(model.target), scheduler, {})
     events = []
-    num_cores = int(model.target.attrs["num-cores"]) if "num-cores" in model.target.attrs else 1
+    num_cores = targets.num_cores(model.target)
     run = session.Session(model, schedulers.create_seeded(scheduler, seed), budget, measurer, store, run_id,
                           seed=seed, cost_model=cost_models.create(cost_model, seed=seed,
                                                                    num_tuning_cores=num_cores),

@@ -14,7 +14,6 @@ failed to apply.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import statistics
@@ -50,8 +49,7 @@ def main() -> None:
     imported = frontend.load(args.model or settings["source"], seed=settings.get("seed", 0))
     model = tasks.extract(imported, target, level=args.level or settings.get("level", "fold-bn"), measurer=None)
     stored = store.get_tasks(args.run)
-    model = dataclasses.replace(model, tasks=tuple(dataclasses.replace(t, default_latency=s.default_latency)
-                                                   for t, s in zip(model.tasks, stored, strict=True)))
+    model = model.with_default_latencies(s.default_latency for s in stored)
     database = stores.StoreDatabase(store, target=target)
     chosen = compiler.best_records_database(model, database)
 

@@ -48,7 +48,7 @@ def main() -> None:
     model = tasks.extract(frontend.load(args.model), target)
     task, mod = model.tasks[args.task], model.task_mods[args.task]
     context = ms.TuneContext(mod, target=target, space_generator="post-order-apply", search_strategy="evolutionary",
-                             task_name=task.name, rand_state=1, num_threads=int(target.attrs["num-cores"])).clone()
+                             task_name=task.name, rand_state=1, num_threads=targets.num_cores(target)).clone()
     context.pre_tuning(args.candidates, args.candidates, context.generate_design_space(),
                        ms.database.MemoryDatabase(), ms.CostModel.create("random"))
     batch = [(c.sch.mod, c.args_info) for c in context.generate_measure_candidates()]

@@ -119,7 +119,7 @@ def run_stock(model, trials: int, config: measure.MeasureConfig, seed: int) -> d
     with tempfile.TemporaryDirectory() as work_dir:
         contexts = [ms.TuneContext(mod, target=model.target, space_generator="post-order-apply",
                                    search_strategy="evolutionary", task_name=t.name, rand_state=seed + i + 1,
-                                   num_threads=int(model.target.attrs["num-cores"])).clone()
+                                   num_threads=targets.num_cores(model.target)).clone()
                     for i, (t, mod) in enumerate(zip(model.tasks, model.task_mods, strict=True))]
         database = ms.database.MemoryDatabase()
         builder = ms.builder.LocalBuilder(f_build=tvm_env.build_candidate)

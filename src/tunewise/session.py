@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tunewise import cost_models, stores
+from tunewise import target as targets
 from tunewise.errors import InputError
 from tunewise.state import Snapshot, TaskView
 from tunewise.stores import Checkpoint, StoredTask, StoredTrial
@@ -177,7 +178,7 @@ class Session:
         self.run_id = run
         self.database = stores.StoreDatabase(store, run=run, target=model.target)
         self.trials_per_slot = trials_per_slot
-        num_threads = int(model.target.attrs["num-cores"]) if "num-cores" in model.target.attrs else 1
+        num_threads = targets.num_cores(model.target)
         self.cost_model = cost_models.create(cost_model or "xgb", **({} if isinstance(cost_model, ms.CostModel)
                                              else {"seed": seed, "num_tuning_cores": num_threads}))
         self.listeners = list(listeners or [])

@@ -20,6 +20,11 @@ def host_cpu() -> dict:
     return {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": os.cpu_count() or 1}
 
 
+def num_cores(target) -> int:
+    """The threads a target's kernels use: its ``num-cores``, 1 when it does not say."""
+    return int(target.attrs["num-cores"]) if "num-cores" in target.attrs else 1
+
+
 def resolve(spec: str | dict | None = None):
     """Turn a user's target spec into a ``tvm.target.Target``; :class:`TargetError` when it is malformed."""
     import tvm

@@ -6,6 +6,7 @@ runs (:func:`tunewise.graph.fusion_passes`), so every record tuned for a task ap
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -41,6 +42,11 @@ class ExtractedModel:
     task_mods: tuple[object, ...]
     inputs: tuple = ()
     reference_outputs: tuple = ()
+
+    def with_default_latencies(self, latencies) -> ExtractedModel:
+        """This model with its tasks' default latencies replaced (e.g. those a stored run was tuned against)."""
+        return dataclasses.replace(self, tasks=tuple(dataclasses.replace(t, default_latency=latency)
+                                                     for t, latency in zip(self.tasks, latencies, strict=True)))
 
     def untuned_latency(self) -> float:
         """Sum of weighted default latencies: the model-latency estimate before any tuning."""

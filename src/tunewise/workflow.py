@@ -156,9 +156,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
         reporter.phase("extracting tasks" + ("" if stored else " and measuring their default latency"))
         model = tasks.extract(imported, tvm_target, level=level, measurer=None if stored else measurer)
         if len(stored) == len(model.tasks):  # resuming: the default latencies the run was tuned against
-            model = dataclasses.replace(model, tasks=tuple(
-                dataclasses.replace(t, default_latency=s.default_latency) for t, s in zip(model.tasks, stored,
-                                                                                          strict=True)))
+            model = model.with_default_latencies(s.default_latency for s in stored)
         if run is None:
             settings["output"] = output
             run = store.create_run(model.name, str(tvm_target), settings["scheduler"] or repr(scheduler), settings)
