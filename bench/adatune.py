@@ -35,7 +35,7 @@ import math
 import os
 import statistics
 
-from tunewise import cost_models, frontend, measure, schedulers, session, stores, tasks, tvm_env
+from tunewise import cost_models, frontend, graph, measure, schedulers, session, stores, tasks, tvm_env
 from tunewise import target as targets
 
 LONG = measure.MeasureConfig(number=10, repeat=10, min_repeat_ms=200)
@@ -107,12 +107,9 @@ def geomean(values) -> float:
 
 def bench_model(name: str, args, target, measurers: dict, long_measurer) -> dict:
     imported = frontend.load(name, seed=0)
-    model = tasks.extract(imported, target, measurer=measurers["fixed"])
-    if args.max_tasks:  # the heaviest tasks first: weight x default latency
-        keep = sorted(range(len(model.tasks)), key=lambda k: -model.tasks[k].weight * model.tasks[k].default_latency)
-        keep = sorted(keep[:args.max_tasks])
-        model = tasks.ExtractedModel(model.name, model.mod, model.target, tuple(model.tasks[k] for k in keep),
-                                     tuple(model.task_mods[k] for k in keep), model.inputs, model.reference_outputs)
+    model = tasks.extract(imported, target, level=args.level, measurer=measurers["fixed"])
+    if args.max_tasks:
+        model = model.heaviest(args.max_tasks)
     n = args.trials_per_task
     per_task = session.Budget(max_trials=n * len(model.tasks), per_task_trials=n)
     whole = session.Budget(max_trials=n * len(model.tasks))
@@ -124,17 +121,20 @@ def bench_model(name: str, args, target, measurers: dict, long_measurer) -> dict
     }
     parts = {part: {arm: [] for arm in runs} for part, runs in arms.items() if part in args.parts}
     for seed in args.seeds:
+        done = {}  # (a) fixed and (b) xgb are the same arm: tuned once per seed
         for part in parts:
-            for arm, (evaluator, cost_model, scheduler, budget) in arms[part].items():
-                run = tune(model, measurers[evaluator], cost_model, scheduler, budget, seed)
-                database = run.pop("database")
-                if part in ("a", "c"):
+            for arm, config in arms[part].items():
+                if config not in done:
+                    evaluator, cost_model, scheduler, budget = config
+                    run = tune(model, measurers[evaluator], cost_model, scheduler, budget, seed)
+                    database = run.pop("database")
                     run["remeasured"] = remeasure(model, database, long_measurer)
                     run["remeasured_estimate"] = sum(t.weight * min(x, t.default_latency)
                                                      for t, x in zip(model.tasks, run["remeasured"], strict=True))
-                run["seed"] = seed
-                parts[part][arm].append(run)
-                print(name, part, arm, seed, f"{run['tuning_seconds']:.0f} s", flush=True)
+                    run["seed"] = seed
+                    done[config] = run
+                    print(name, part, arm, seed, f"{run['tuning_seconds']:.0f} s", flush=True)
+                parts[part][arm].append(done[config])
     result = {"tasks": [{"name": t.name, "weight": t.weight, "flops": t.flops, "default_latency": t.default_latency}
                         for t in model.tasks], "runs": parts}
     result["summary"] = summarise(model, parts)
@@ -185,32 +185,34 @@ def plot(results: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     models = list(results["models"])
-    fig, axes = plt.subplots(len(models), 3, figsize=(15, 4.5 * len(models)), squeeze=False)
-    for row, name in zip(axes, models, strict=True):
+    parts = [p for p in "abc" if p in results["models"][models[0]]["runs"]]  # one column per part that ran
+    fig, axes = plt.subplots(len(models), len(parts), figsize=(5 * len(parts), 4.5 * len(models)), squeeze=False)
+    for cells, name in zip(axes, models, strict=True):
         runs = results["models"][name]["runs"]
+        row = dict(zip(parts, cells, strict=True))
         if "a" in runs:
             data = {arm: [t["run_seconds"] for r in rs for t in r["trials"]] for arm, rs in runs["a"].items()}
-            row[0].boxplot(list(data.values()), tick_labels=list(data), showfliers=False)
-            row[0].set_ylabel("measurement seconds per trial")
-            row[0].set_title(f"{name} (a): evaluators")
+            row["a"].boxplot(list(data.values()), tick_labels=list(data), showfliers=False)
+            row["a"].set_ylabel("measurement seconds per trial")
+            row["a"].set_title(f"{name} (a): evaluators")
         if "b" in runs:
             best = results["models"][name]["summary"]["b"]["best_known"]
             data = {arm: [x for r in rs for k in range(len(best)) if (x := reach(r, k, WITHIN * best[k])[0])]
                     for arm, rs in runs["b"].items()}
-            row[1].boxplot(list(data.values()), tick_labels=list(data), showfliers=False)
-            row[1].set_ylabel("trials to within 5 % of the best known (per task)")
-            row[1].set_title(f"{name} (b): cost models")
+            row["b"].boxplot(list(data.values()), tick_labels=list(data), showfliers=False)
+            row["b"].set_ylabel("trials to within 5 % of the best known (per task)")
+            row["b"].set_title(f"{name} (b): cost models")
         if "c" in runs:
             for color, (arm, rs) in zip(("C0", "C1"), runs["c"].items(), strict=False):
                 for i, r in enumerate(rs):
                     times, latencies = zip(*r["curve"], strict=True)
-                    row[2].step(times, [1e3 * x for x in latencies], where="post", color=color, alpha=0.7,
+                    row["c"].step(times, [1e3 * x for x in latencies], where="post", color=color, alpha=0.7,
                                 label=arm if i == 0 else None)
-            row[2].set_xlabel("tuning time (s)")
-            row[2].set_ylabel("estimated model latency (ms)")
-            row[2].set_yscale("log")
-            row[2].set_title(f"{name} (c): gradient scheduler")
-            row[2].legend()
+            row["c"].set_xlabel("tuning time (s)")
+            row["c"].set_ylabel("estimated model latency (ms)")
+            row["c"].set_yscale("log")
+            row["c"].set_title(f"{name} (c): gradient scheduler")
+            row["c"].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -222,6 +224,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--parts", default="abc", help="which comparisons to run: any of a, b, c")
     parser.add_argument("--max-tasks", type=int, default=0, help="tune only the N heaviest tasks (0: all)")
+    parser.add_argument("--level", default=graph.DEFAULT_LEVEL, help="graph level (tunewise.graph.LEVELS)")
     parser.add_argument("--out", default="bench/results/adatune")
     args = parser.parse_args()
     args.seeds = [int(s) for s in args.seeds.split(",")]
@@ -230,7 +233,7 @@ def main() -> None:
     tvm_env.prepare("llvm")
     measurers = {name: measure.Measurer(target, evaluator=name) for name in ("fixed", "adaptive")}
     long_measurer = measure.Measurer(target, LONG)
-    results = {"target": str(target), "trials_per_task": args.trials_per_task, "seeds": args.seeds,
+    results = {"target": str(target), "level": args.level, "trials_per_task": args.trials_per_task, "seeds": args.seeds,
                "long_evaluation": dataclasses.asdict(LONG), "models": {}}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     try:

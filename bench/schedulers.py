@@ -31,7 +31,7 @@ import tempfile
 import time
 
 from tunewise import compile as compiler
-from tunewise import frontend, measure, schedulers, session, stores, tasks, tvm_env, workflow, zoo
+from tunewise import frontend, graph, measure, schedulers, session, stores, tasks, tvm_env, workflow, zoo
 from tunewise import target as targets
 
 
@@ -172,6 +172,7 @@ def main() -> None:
     parser.add_argument("--schedulers", default="sequential,round-robin,random,flops,gradient")
     parser.add_argument("--no-stock", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--level", default=graph.DEFAULT_LEVEL, help="graph level (tunewise.graph.LEVELS)")
     parser.add_argument("--out", default="bench/results/schedulers")
     parser.add_argument("--keep-stores", metavar="DIR", help="keep each run of ours in DIR/MODEL-NAME-TIME.db")
     parser.add_argument("--merge", help="a JSON from an earlier invocation whose runs are kept (same model)")
@@ -180,13 +181,13 @@ def main() -> None:
     target = targets.resolve(None)
     tvm_env.prepare("llvm")
     module, inputs = zoo.get(args.model, seed=args.seed)
-    results = {"model": args.model, "trials": args.trials, "target": str(target),
+    results = {"model": args.model, "trials": args.trials, "level": args.level, "target": str(target),
                "torch_eager_latency": workflow.torch_latency(module, inputs),
                "onnxruntime_latency": onnxruntime_latency(module, inputs), "runs": {}}
     imported = frontend.from_torch(module, inputs, name=args.model)
     config = measure.MeasureConfig()
     measurer = measure.Measurer(target, config)
-    model = tasks.extract(imported, target, measurer=measurer)
+    model = tasks.extract(imported, target, level=args.level, measurer=measurer)
     results["tasks"] = [{"name": t.name, "weight": t.weight, "flops": t.flops, "default_latency": t.default_latency}
                         for t in model.tasks]
     results["untuned_compiled_latency"] = compiled_latency(model)
@@ -203,8 +204,10 @@ def main() -> None:
     if args.merge:
         with open(args.merge) as f:
             earlier = json.load(f)
-        if (earlier["model"], earlier["trials"]) != (args.model, args.trials):
-            raise SystemExit(f"{args.merge} is for another model or budget")
+        # a JSON without a level predates the nhwc default: it was tuned at fold-bn
+        if (earlier["model"], earlier["trials"], earlier.get("level", "fold-bn")) != (args.model, args.trials,
+                                                                                     args.level):
+            raise SystemExit(f"{args.merge} is for another model, budget or graph level")
         results["runs"].update(earlier["runs"])
     runs = [] if args.no_stock else [("stock-gradient", lambda: run_stock(model, args.trials, config, args.seed))]
     runs += [(name, lambda n=name: run_ours(model, n, args.trials, measurer, args.seed, args.keep_stores))

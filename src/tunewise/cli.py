@@ -12,6 +12,7 @@ import os
 import re
 import sys
 
+from tunewise import graph
 from tunewise.errors import InputError, TunewiseError, message_line
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
@@ -63,9 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--patience", help="finish a task after this many trials without improvement")
     tune.add_argument("--scheduler", help="task scheduler (default: gradient)")
     tune.add_argument("--trials-per-slot", help="candidates per slot (default 16)")
-    tune.add_argument("--evaluator", help="how candidates are timed: fixed (default), adaptive (AdaTune)")
+    tune.add_argument("--evaluator", help="how candidates are timed: adaptive (AdaTune; default), fixed")
     tune.add_argument("--cost-model", help="what ranks candidates: xgb (default), rfei (AdaTune)")
-    tune.add_argument("--graph-level", help="graph passes: none, decompose, fold-bn (default)")
+    tune.add_argument("--graph-level", help="graph passes: none, decompose, fold-bn (default), nhwc")
     tune.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                       help="shape of an ONNX input with dynamic dimensions")
     tune.add_argument("--output", "-o", help="artifact folder (default tunewise-out/MODEL)")
@@ -105,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks", help="list a model's tunable tasks")
     tasks.add_argument("model")
     tasks.add_argument("--target")
-    tasks.add_argument("--graph-level", default="fold-bn")
+    tasks.add_argument("--graph-level", default=graph.DEFAULT_LEVEL)
     tasks.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...")
     tasks.add_argument("--no-measure", action="store_true", help="skip measuring default latencies")
     return parser
@@ -126,7 +127,7 @@ def _budget(args, default_trials: int | None):
 
 
 def _cmd_tune(args) -> int:
-    from tunewise import frontend, workflow
+    from tunewise import frontend, runners, workflow
     from tunewise.progress import LiveProgress
 
     if args.resume is not None:
@@ -145,8 +146,8 @@ def _cmd_tune(args) -> int:
             args.model, input_shapes=frontend.parse_input_shapes(args.input_shape), target=args.target,
             scheduler=args.scheduler or "gradient", budget=_budget(args, 200),
             trials_per_slot=_whole("--trials-per-slot", args.trials_per_slot or "16"), output=args.output,
-            level=args.graph_level or "fold-bn", seed=seed, reporter=LiveProgress(), store=args.store,
-            evaluator=args.evaluator or "fixed", cost_model=args.cost_model or "xgb",
+            level=args.graph_level or graph.DEFAULT_LEVEL, seed=seed, reporter=LiveProgress(), store=args.store,
+            evaluator=args.evaluator or runners.DEFAULT, cost_model=args.cost_model or "xgb",
         )
     print(f"model            {result.model} ({result.tasks} tasks), run {result.run}")
     print(f"trials           {result.trials} ({result.failures} failed) in {result.tuning_seconds:.0f}s")

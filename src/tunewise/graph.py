@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from tunewise.errors import InputError
 
-LEVELS = ("none", "decompose", "fold-bn")
+LEVELS = ("none", "decompose", "fold-bn", "nhwc")
+DEFAULT_LEVEL = "fold-bn"
 
 
 def _graph_passes(level: str) -> list:
@@ -20,13 +21,17 @@ def _graph_passes(level: str) -> list:
         return []
     if level == "decompose":
         return [relax.transform.DecomposeOpsForInference(), relax.transform.FoldConstant()]
+    fold_bn = [relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant(),
+               relax.transform.DecomposeOpsForInference(), relax.transform.FoldConstant()]
     if level == "fold-bn":
-        return [relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant(),
-                relax.transform.DecomposeOpsForInference(), relax.transform.FoldConstant()]
+        return fold_bn
+    if level == "nhwc":  # channels innermost, for the search to vectorise over (bench/graph_levels.py)
+        return [*fold_bn, relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]}),
+                relax.transform.FoldConstant()]
     raise InputError(f"unknown graph level {level!r}; choose one of: {', '.join(LEVELS)}")
 
 
-def optimize(mod, target, level: str = "fold-bn"):
+def optimize(mod, target, level: str = DEFAULT_LEVEL):
     """Run the graph-level passes of ``level`` on ``mod`` for ``target``; returns a new module."""
     import tvm
 

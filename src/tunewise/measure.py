@@ -4,8 +4,8 @@ The stock ``LocalBuilder`` starts a fresh process pool for every batch and each 
 tensor intrinsics (40-70 s here), so every build times out. :class:`BuilderPool` starts its workers once per
 run; they import TVM (5 s) and nothing else, and build with :func:`tunewise.tvm_env.build_candidate`.
 Candidates are measured one by one by MetaSchedule's ``LocalRunner`` (a persistent worker process), so each
-trial gets its own run seconds, timed by an evaluator (:mod:`tunewise.runners`: MetaSchedule's fixed one by
-default, or AdaTune's adaptive one) that is told the task's best latency so far before every candidate.
+trial gets its own run seconds, timed by an evaluator (:mod:`tunewise.runners`: AdaTune's adaptive one by
+default, or MetaSchedule's fixed one) that is told the task's best latency so far before every candidate.
 
 With ``overlap=True`` a candidate is measured as soon as it is built while the rest of the batch is still
 building. It is off by default: on this 2-core machine (``bench/overlap.py``, 32 ResNet-18 conv candidates)
@@ -27,6 +27,26 @@ from tunewise.errors import message_line
 from tunewise.target import device_type
 
 BUILD_ERROR, RUN_ERROR, TIMEOUT = "build", "run", "timeout"
+
+
+def alloc_arguments(device, args_info, alloc_repeat: int) -> list:
+    """The runner's argument allocation (runs in its worker): floating-point tensors random as in MetaSchedule,
+    integer tensors zero. MetaSchedule fills integers at random too, and a gather (``take``, embeddings)
+    then reads far out of bounds and kills the worker, so such a task never gets a latency; index 0 is in
+    bounds for every axis."""
+    import numpy as np
+    import tvm
+    from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common
+
+    random_fill = tvm.get_global_func("tvm.contrib.random.random_fill_for_measure")
+
+    def fill(tensor) -> None:
+        if np.dtype(str(tensor.dtype)).kind in "iub":
+            tensor.copyfrom(np.zeros(tuple(tensor.shape), dtype=str(tensor.dtype)))
+        else:
+            random_fill(tensor)
+
+    return alloc_argument_common(fill, device, args_info, alloc_repeat)
 
 
 @dataclass(frozen=True)
@@ -101,11 +121,11 @@ class BuilderPool:
 class Measurer:
     """Builds and measures batches of candidates for one target; owns the builder pool and the runner.
 
-    ``evaluator`` is a :mod:`tunewise.runners` name or instance (default ``"fixed"``, MetaSchedule's own).
+    ``evaluator`` is a :mod:`tunewise.runners` name or instance (default :data:`tunewise.runners.DEFAULT`).
     """
 
     def __init__(self, target, config: MeasureConfig | None = None, *, scratch: str | None = None,
-                 evaluator: str | runners.Evaluator = "fixed"):
+                 evaluator: str | runners.Evaluator = runners.DEFAULT):
         from tvm.s_tir.meta_schedule.runner import LocalRunner
 
         self.target = target
@@ -113,7 +133,7 @@ class Measurer:
         self.evaluator = runners.create(evaluator)
         self.builder = BuilderPool(self.config.builder_workers, self.config.build_timeout, scratch)
         self.runner = LocalRunner(timeout_sec=self.config.run_timeout, evaluator_config=self.config.evaluator(),
-                                  f_run_evaluator=self.evaluator)
+                                  f_alloc_argument=alloc_arguments, f_run_evaluator=self.evaluator)
         self._device = device_type(target)
 
     def _collect_build(self, future: cf.Future) -> tuple[str | None, float, str | None, str]:

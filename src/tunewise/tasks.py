@@ -10,6 +10,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from tunewise import graph
+
 
 @dataclass(frozen=True)
 class Task:
@@ -48,6 +50,14 @@ class ExtractedModel:
         return dataclasses.replace(self, tasks=tuple(dataclasses.replace(t, default_latency=latency)
                                                      for t, latency in zip(self.tasks, latencies, strict=True)))
 
+    def heaviest(self, n: int) -> ExtractedModel:
+        """This model reduced to its ``n`` tasks of largest weighted default latency, in their original order
+        (for benchmarks that tune only where the time goes)."""
+        order = sorted(range(len(self.tasks)), key=lambda k: -self.tasks[k].weight * self.tasks[k].default_latency)
+        keep = sorted(order[:n])
+        return dataclasses.replace(self, tasks=tuple(self.tasks[k] for k in keep),
+                                   task_mods=tuple(self.task_mods[k] for k in keep))
+
     def untuned_latency(self) -> float:
         """Sum of weighted default latencies: the model-latency estimate before any tuning."""
         return sum(t.weight * t.default_latency for t in self.tasks)
@@ -69,7 +79,7 @@ def args_info(mod):
     return ArgInfo.from_prim_func(mod["main"])
 
 
-def extract(imported, target, *, level: str = "fold-bn", measurer=None) -> ExtractedModel:
+def extract(imported, target, *, level: str = graph.DEFAULT_LEVEL, measurer=None) -> ExtractedModel:
     """Optimise ``imported`` (a :class:`tunewise.frontend.ImportedModel`) at ``level`` and extract its tasks.
 
     With a ``measurer`` (:class:`tunewise.measure.Measurer`) each task's default latency is measured once;
@@ -77,8 +87,6 @@ def extract(imported, target, *, level: str = "fold-bn", measurer=None) -> Extra
     """
     from tvm.s_tir import meta_schedule as ms
     from tvm_ffi import structural_hash
-
-    from tunewise import graph
 
     mod = graph.optimize(imported.mod, target, level)
     extracted = [t for t in ms.relax_integration.extract_tasks(graph.lower(mod, target), target)

@@ -73,8 +73,8 @@ def torch_latency(model, example_inputs, *, repeat: int = 30) -> float:
 
 def tune(source, *, example_inputs=None, input_shapes=None, target=None, scheduler="gradient",
          budget: session.Budget | None = None, trials_per_slot: int = 16, output: str | None = None,
-         level: str = "fold-bn", seed: int = 0, measure_config: measure.MeasureConfig | None = None,
-         reporter: Reporter | None = None, compare_torch: bool = True, store=None, evaluator: str = "fixed",
+         level: str = graph.DEFAULT_LEVEL, seed: int = 0, measure_config: measure.MeasureConfig | None = None,
+         reporter: Reporter | None = None, compare_torch: bool = True, store=None, evaluator: str = runners.DEFAULT,
          cost_model: str = "xgb") -> TuneResult:
     """Tune ``source`` (zoo name, ``.onnx``/``.pt2`` path, or ``nn.Module`` with ``example_inputs``).
 

@@ -33,8 +33,14 @@ def matmul(n: int):
     return mod, tasks.args_info(mod)
 
 
-def test_the_default_measurer_uses_the_fixed_evaluator(measurer):
-    assert measurer.evaluator == runners.Fixed()
+def test_the_default_measurer_uses_the_adaptive_evaluator(host_target):
+    from tunewise import measure
+
+    m = measure.Measurer(host_target)
+    try:
+        assert m.evaluator == runners.Adaptive()
+    finally:
+        m.close()
 
 
 def test_adaptive_measurement_of_a_tiny_operator(adaptive):

@@ -14,12 +14,14 @@ from tunewise.runners._stopping import StoppingRule
 class Adaptive(Evaluator):
     """Times a candidate in micro-batches until :class:`~tunewise.runners.StoppingRule` says stop.
 
-    Implements AdaTune's adaptive evaluator (Li et al., NeurIPS 2020; see ``_stopping``). One micro-batch is
-    one ``rt_mod.time_evaluator(number=b, repeat=1)`` call: one untimed warm-up run, then ``b`` timed runs.
-    ``b`` is ``runs`` (AdaTune's 50) capped, by us, so that a micro-batch lasts about ``batch_ms`` at most:
-    a probe call of one run measures the candidate first (``batch_ms=0``: no probe, always ``runs``). The
-    cap keeps slow CPU candidates from costing ``3 x 50`` runs of several milliseconds each. Micro-batches
-    cycle through the runner's argument lists.
+    Implements AdaTune's adaptive evaluator (Li et al., NeurIPS 2020; see ``_stopping``). A micro-batch is
+    ``b`` timed runs. ``b`` is ``runs`` (AdaTune's 50) capped, by us, so that a micro-batch lasts about
+    ``batch_ms`` at most: a probe of one run measures the candidate first (``batch_ms=0``: no probe, always
+    ``runs``). The cap keeps slow CPU candidates from costing ``3 x 50`` runs of several milliseconds each.
+    Every ``rt_mod.time_evaluator`` call begins with an untimed warm-up run, which for a slow candidate
+    costs as much as a micro-batch, so the calls are few: when ``b`` is 1 the probe is the first
+    micro-batch (a clearly slow candidate stops after it), the micro-batches up to ``min_batches`` come
+    from one call, and each later one from its own. Calls cycle through the runner's argument lists.
 
     Returns :attr:`~tunewise.runners.Outcome.samples`: one latency per micro-batch, whose mean is the
     trimmed-mean estimate, so a trial's ``len(run_secs)`` is its number of micro-batches. ``reference`` is
@@ -68,17 +70,24 @@ class Adaptive(Evaluator):
     def __call__(self, rt_mod, device, evaluator_config, repeated_args) -> list[float]:
         preproc = "cache_flush_cpu_non_first_arg" if evaluator_config.enable_cpu_cache_flush else ""
 
-        def timer(number: int):
-            return rt_mod.time_evaluator(rt_mod.entry_name, device, number=number, repeat=1, f_preproc=preproc)
+        def timer(number: int, repeat: int):
+            return rt_mod.time_evaluator(rt_mod.entry_name, device, number=number, repeat=repeat, f_preproc=preproc)
 
-        runs = self.runs
+        runs, pending = self.runs, []
         if self.batch_ms > 0:
             device.sync()
-            runs = self.runs_per_batch(timer(1)(*repeated_args[0]).mean)
-        micro = timer(runs)
+            probe = timer(1, 1)(*repeated_args[0]).mean
+            runs = self.runs_per_batch(probe)
+            if runs == 1:  # the probe was a micro-batch of one run: a slow candidate may stop right here
+                pending.append(probe)
 
         def micro_batch(i: int) -> float:
-            device.sync()
-            return micro(*repeated_args[i % len(repeated_args)]).mean
+            # every time_evaluator call starts with an untimed warm-up run, so the micro-batches the rule
+            # needs anyway come from one call (``repeat``), and later ones one call each
+            if not pending:
+                device.sync()
+                repeat = max(1, self.min_batches - i)
+                pending.extend(timer(runs, repeat)(*repeated_args[i % len(repeated_args)]).results)
+            return pending.pop(0)
 
         return list(self.rule.run(micro_batch, self.reference).samples)
