@@ -232,7 +232,7 @@ def main() -> None:
     target = targets.resolve(None)
     tvm_env.prepare("llvm")
     measurers = {name: measure.Measurer(target, evaluator=name) for name in ("fixed", "adaptive")}
-    long_measurer = measure.Measurer(target, LONG)
+    long_measurer = measure.Measurer(target, LONG, evaluator="fixed")  # the same yardstick for every arm
     results = {"target": str(target), "level": args.level, "trials_per_task": args.trials_per_task, "seeds": args.seeds,
                "long_evaluation": dataclasses.asdict(LONG), "models": {}}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)

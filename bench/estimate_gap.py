@@ -65,7 +65,8 @@ def main() -> None:
     records = [r for _, r in applied]
     passes = {}
     for name, flush in (("warm", False), ("cold", True)):
-        measurer = measure.Measurer(target, measure.MeasureConfig(repeat=3, enable_cpu_cache_flush=flush))
+        measurer = measure.Measurer(target, measure.MeasureConfig(repeat=3, enable_cpu_cache_flush=flush),
+                                    evaluator="fixed")
         try:
             passes[name] = remeasure(measurer, records, args.passes)
         finally:

@@ -6,11 +6,11 @@ real latency of the untuned compiled model, and the output check against torch::
 
     .venv/bin/python bench/graph_levels.py --models resnet18,transformer --out bench/results/graph-levels
 
-A layout pass is worth nothing untuned and everything to the search, so with ``--tune-tasks K`` the K heaviest
+A layout pass changes little untuned; its worth is what the search finds, so with ``--tune-tasks K`` the K heaviest
 tasks of each level are also tuned round-robin, ``--trials-per-task`` each, from an empty store for every seed;
 reported per task: its best latency and GFLOP/s, and per level the sum of their weighted bests::
 
-    .venv/bin/python bench/graph_levels.py --models resnet18 --levels fold-bn,nhwc --tune-tasks 4 \
+    .venv/bin/python bench/graph_levels.py --models resnet18 --levels fold-bn,nhwc --tune-tasks 3 \
         --trials-per-task 32 --seeds 0,1 --out bench/results/resnet18-graph-levels
 """
 

@@ -49,7 +49,7 @@ def test_unknown_level_is_an_input_error(tiny_cnn, host_target):
 
 
 def test_heaviest_keeps_the_largest_weighted_default_latencies_in_order(tiny_mlp):
-    light, heavy = sorted(range(2), key=lambda k: tiny_mlp.tasks[k].weight * tiny_mlp.tasks[k].default_latency)
+    _, heavy = sorted(range(2), key=lambda k: tiny_mlp.tasks[k].weight * tiny_mlp.tasks[k].default_latency)
     reduced = tiny_mlp.heaviest(1)
     assert reduced.tasks == (tiny_mlp.tasks[heavy],)
     assert reduced.task_mods == (tiny_mlp.task_mods[heavy],)
