@@ -15,7 +15,9 @@ update, shared equally by the slot's trials. The default latencies are measured 
 with the same :class:`tunewise.measure.MeasureConfig` as the trials.
 
 Writes ``bench/traces/MODEL.json.gz`` (or ``--out``) after each seed, so a long recording can be stopped and
-still leave the seeds it finished.
+still leave the seeds it finished. ``--resume`` appends seeds to that file instead (a recording spread over
+several sittings): it keeps the file's tasks, default latencies and settings, refuses a file whose tasks are
+not this extraction's or whose trials per task differ, and records the seeds that follow the file's last.
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="resnet18")
     parser.add_argument("--trials", type=int, default=256, help="trials per task and seed")
-    parser.add_argument("--seeds", type=int, default=3, help="record seeds 0 .. SEEDS-1")
+    parser.add_argument("--seeds", type=int, default=3, help="how many seeds to record")
     parser.add_argument("--out", default=None, help="default: bench/traces/MODEL.json.gz")
+    parser.add_argument("--resume", action="store_true", help="append seeds to the trace already in --out")
     args = parser.parse_args()
     out = args.out or os.path.join("bench", "traces", f"{args.model}.json.gz")
 
@@ -69,10 +72,22 @@ def main() -> None:
     model = tasks.extract(frontend.load(args.model), target, measurer=measurer)
     trace_tasks = tuple(TraceTask(t.name, t.weight, t.flops, t.default_latency) for t in model.tasks)
     meta = {"target": str(target), "trials_per_task": args.trials, "trials_per_slot": 16,
-            "measure": dataclasses.asdict(config), "recorded": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "measure": dataclasses.asdict(config), "evaluator": repr(measurer.evaluator),
+            "recorded": [time.strftime("%Y-%m-%d %H:%M:%S")]}
+    runs: list = []
+    if args.resume:
+        old = Trace.load(out)
+        if [(t.name, t.weight) for t in old.tasks] != [(t.name, t.weight) for t in trace_tasks]:
+            raise SystemExit(f"{out}: its tasks are not those of {args.model} as extracted now")
+        for key in ("trials_per_task", "evaluator"):
+            if old.meta.get(key, meta[key]) != meta[key]:
+                raise SystemExit(f"{out}: recorded with {key} {old.meta[key]}, not {meta[key]}")
+        trace_tasks, runs = old.tasks, list(old.runs)
+        recorded = old.meta.get("recorded", [])
+        recorded = [recorded] if isinstance(recorded, str) else recorded
+        meta = {**meta, **old.meta, "recorded": [*recorded, *meta["recorded"]]}
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    runs = []
-    for seed in range(args.seeds):
+    for seed in range(len(runs), len(runs) + args.seeds):
         seed_runs = []
         for k, task in enumerate(model.tasks):
             start = time.perf_counter()
