@@ -4,6 +4,9 @@ Run by hand, never in CI (ResNet-18 at 600 trials takes over an hour on 2 cores)
 
     .venv/bin/python bench/schedulers.py --model resnet18 --trials 600 --out bench/results/resnet18-schedulers
 
+Our runs share schedules between tasks of one anchor (``tunewise.sharing``) unless ``--no-share``; runs
+made before sharing existed have no ``share`` key in the JSON.
+
 Everything shares one import, one task extraction and one measurement of the default latencies. Each run
 tunes from an empty database. Stock MetaSchedule is ``ms.tune_tasks(task_scheduler="gradient")`` with its
 defaults (64 trials per iteration, XGBoost, evolutionary search, ``LocalBuilder``/``LocalRunner`` with the
@@ -68,7 +71,7 @@ def compiled_latency(model, database=None, *, apply_all: bool = False) -> float:
     return compiled.time(*model.inputs, repeat=10).median
 
 
-def run_ours(model, name: str, trials: int, measurer, seed: int, keep: str | None) -> dict:
+def run_ours(model, name: str, trials: int, measurer, seed: int, keep: str | None, share: bool) -> dict:
     per_task = math.ceil(trials / len(model.tasks)) if name == "sequential" else None
     # every run tunes from an empty database: in memory, or a new file in the folder ``keep``
     url = "sqlite://"
@@ -79,10 +82,10 @@ def run_ours(model, name: str, trials: int, measurer, seed: int, keep: str | Non
     events = []
     loop = session.Session(model, schedulers.create_seeded(name, seed),
                            session.Budget(max_trials=trials, per_task_trials=per_task), measurer,
-                           store, store.create_run(model.name, str(model.target), name, {}), seed=seed,
+                           store, store.create_run(model.name, str(model.target), name, {}), seed=seed, share=share,
                            listeners=[lambda event, _: events.append(event)])
     final = loop.run()
-    return {"curve": [list(p) for p in loop.history], "trials": final.trials,
+    return {"curve": [list(p) for p in loop.history], "trials": final.trials, "share": share, "shared": loop.shared,
             "failures": sum(t.failures for t in final.tasks), "tuning_seconds": final.elapsed,
             "decision_seconds": loop.decision_seconds,
             "search_seconds": sum(e.search_seconds for e in events),
@@ -171,6 +174,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=600)
     parser.add_argument("--schedulers", default="sequential,round-robin,random,flops,gradient")
     parser.add_argument("--no-stock", action="store_true")
+    parser.add_argument("--no-share", action="store_true", help="our runs tune every task alone (tunewise.sharing)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--level", default=graph.DEFAULT_LEVEL, help="graph level (tunewise.graph.LEVELS)")
     parser.add_argument("--out", default="bench/results/schedulers")
@@ -210,7 +214,8 @@ def main() -> None:
             raise SystemExit(f"{args.merge} is for another model, budget or graph level")
         results["runs"].update(earlier["runs"])
     runs = [] if args.no_stock else [("stock-gradient", lambda: run_stock(model, args.trials, config, args.seed))]
-    runs += [(name, lambda n=name: run_ours(model, n, args.trials, measurer, args.seed, args.keep_stores))
+    runs += [(name, lambda n=name: run_ours(model, n, args.trials, measurer, args.seed, args.keep_stores,
+                                            not args.no_share))
              for name in args.schedulers.split(",") if name]
     if args.merge:
         rerun = {name for name, _ in runs}

@@ -66,6 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--trials-per-slot", help="candidates per slot (default 16)")
     tune.add_argument("--evaluator", help="how candidates are timed: adaptive (AdaTune; default), fixed")
     tune.add_argument("--cost-model", help="what ranks candidates: xgb (default), rfei (AdaTune)")
+    tune.add_argument("--no-share", action="store_true",
+                      help="tune every task alone (default: tasks with the same convolution/matmul share schedules)")
     tune.add_argument("--graph-level", help="graph passes: none, decompose, fold-bn (default), nhwc")
     tune.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                       help="shape of an ONNX input with dynamic dimensions")
@@ -133,6 +135,7 @@ def _cmd_tune(args) -> int:
     if args.resume is not None:
         own = ("scheduler", "trials_per_slot", "graph_level", "seed", "output", "target", "evaluator", "cost_model")
         fixed = [f"--{name.replace('_', '-')}" for name in own if getattr(args, name) is not None]
+        fixed += ["--no-share"] if args.no_share else []
         if fixed or args.input_shape:
             dropped = ", ".join(fixed) or "--input-shape"
             raise InputError(f"--resume continues a run with its own settings; drop {dropped}")
@@ -147,10 +150,11 @@ def _cmd_tune(args) -> int:
             scheduler=args.scheduler or "gradient", budget=_budget(args, 200),
             trials_per_slot=_whole("--trials-per-slot", args.trials_per_slot or "16"), output=args.output,
             level=args.graph_level or graph.DEFAULT_LEVEL, seed=seed, reporter=LiveProgress(), store=args.store,
-            evaluator=args.evaluator or runners.DEFAULT, cost_model=args.cost_model or "xgb",
+            evaluator=args.evaluator or runners.DEFAULT, cost_model=args.cost_model or "xgb", share=not args.no_share,
         )
     print(f"model            {result.model} ({result.tasks} tasks), run {result.run}")
-    print(f"trials           {result.trials} ({result.failures} failed) in {result.tuning_seconds:.0f}s")
+    shared = f", {result.shared} shared between tasks" if result.shared else ""
+    print(f"trials           {result.trials} ({result.failures} failed{shared}) in {result.tuning_seconds:.0f}s")
     print(f"untuned TVM      {result.untuned_latency * 1e3:.3f} ms")
     print(f"tuned TVM        {result.tuned_latency * 1e3:.3f} ms "
           f"({result.untuned_latency / result.tuned_latency:.1f}x faster than untuned)")

@@ -11,6 +11,11 @@ Budgets (:class:`Budget`) end the run: total trials, wall-clock time, trials per
 (a task is finished after that many trials without improvement). A task is also finished when its search
 space is exhausted. Failed candidates count against the budgets and are reported separately.
 
+Tasks that share their main computation (the same convolution with different fused epilogues) share
+schedules (:mod:`tunewise.sharing`): before a task's slot is searched, the best records of its group-mates
+that beat its own best are transferred to it, and such a slot measures only those. They are real trials of
+the task, and its search then seeds from them.
+
 A run whose store already holds trials is resumed: its slots are replayed from the store (progress per task,
 budgets spent, tuning time, the scheduler's decisions), its cost model is retrained on its records, and
 candidates it already measured are never measured again.
@@ -24,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tunewise import cost_models, stores
+from tunewise import cost_models, sharing, stores
 from tunewise import target as targets
 from tunewise.errors import InputError
 from tunewise.state import Snapshot, TaskView
@@ -64,6 +69,7 @@ class SlotEvent:
     search_seconds: float
     measure_seconds: float
     decision_seconds: float
+    shared: int = 0  # trials that were group-mates' schedules transferred (:mod:`tunewise.sharing`)
 
 
 @dataclass
@@ -74,6 +80,7 @@ class _TaskProgress:
     failures: int = 0
     since_improvement: int = 0
     finished: bool = False
+    seconds: float = 0.0
 
     @property
     def best(self) -> float:
@@ -97,7 +104,10 @@ class _TaskSearch:
     """
 
     def __init__(self, mod, name: str, target, seed: int, num_threads: int, batch: int):
+        from tunewise.tasks import args_info
+
         self.mod, self.name, self.target = mod, name, target
+        self.args_info = args_info(mod)
         self.seed, self.num_threads, self.batch = seed, num_threads, batch
         self.context = None
         self.seen: set[str] = set()
@@ -123,8 +133,6 @@ class _TaskSearch:
 
     def propose(self, n: int, database, cost_model, max_trials: int) -> list[tuple[object, str]]:
         """Up to ``n`` ``(candidate, hash)`` never measured in the run; none when the space is exhausted."""
-        from tunewise.stores._database import module_hash
-
         if self.context is None:
             self._prepare(database, cost_model, max_trials)
         while not self._queue:
@@ -132,14 +140,31 @@ class _TaskSearch:
             if batch is None:
                 return []
             for candidate in batch:
-                key = module_hash(candidate.sch.mod)
-                if key in self.seen:
-                    self.duplicates += 1
-                else:
-                    self.seen.add(key)
-                    self._queue.append((candidate, key))
+                self._queue.extend(self._unseen([candidate]))
         taken, self._queue = self._queue[:n], self._queue[n:]
         return taken
+
+    def adopt(self, schedules, database, cost_model, max_trials: int) -> list[tuple[object, str]]:
+        """``(candidate, hash)`` for each schedule of this task made elsewhere (transferred from a group-mate)
+        that the run has not measured."""
+        from tvm.s_tir import meta_schedule as ms
+
+        if self.context is None:  # its cost model and search state are told the results
+            self._prepare(database, cost_model, max_trials)
+        return self._unseen([ms.MeasureCandidate(sch, self.args_info) for sch in schedules])
+
+    def _unseen(self, candidates) -> list[tuple[object, str]]:
+        from tunewise.stores._database import module_hash
+
+        fresh = []
+        for candidate in candidates:
+            key = module_hash(candidate.sch.mod)
+            if key in self.seen:
+                self.duplicates += 1
+            else:
+                self.seen.add(key)
+                fresh.append((candidate, key))
+        return fresh
 
     def notify(self, candidates, results, cost_model) -> None:
         self.context.notify_runner_results(candidates, results)
@@ -164,7 +189,7 @@ class Session:
     """
 
     def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int, *, trials_per_slot: int = 16,
-                 search_batch: int = 64, cost_model=None, seed: int = 0,
+                 search_batch: int = 64, cost_model=None, seed: int = 0, share: bool = True,
                  listeners: list[Callable[[SlotEvent, Snapshot], None]] | None = None):
         from tvm.s_tir import meta_schedule as ms
 
@@ -189,6 +214,8 @@ class Session:
                                       max(search_batch, trials_per_slot))
                           for i, (t, m) in enumerate(zip(model.tasks, model.task_mods, strict=True))]
         self._workloads = [self.database.workload_id(m, commit=True) for m in model.task_mods]
+        self.offers = sharing.Offers([sharing.anchor_key(m) for m in model.task_mods]) if share else None
+        self.shared = 0  # trials that were transferred schedules
         self._offset = 0.0  # tuning time of earlier sessions of the run
         self._start = None
         self._slot = 0
@@ -210,7 +237,7 @@ class Session:
     def snapshot(self) -> Snapshot:
         views = tuple(
             TaskView(i, t.name, t.weight, t.flops, t.default_latency, tuple(p.best_history),
-                     tuple(p.trials_history), p.trials, p.failures, p.finished)
+                     tuple(p.trials_history), p.trials, p.failures, p.finished, p.seconds)
             for i, (t, p) in enumerate(zip(self.model.tasks, self._progress, strict=True))
         )
         return Snapshot(views, self.elapsed, len(self.trials), self._slot, self.trials_per_slot,
@@ -248,6 +275,7 @@ class Session:
             self.scheduler.next(self.snapshot())  # the scheduler's own state follows its decisions
             self._offset = checkpoint.elapsed
             progress, search = self._progress[checkpoint.task], self._searches[checkpoint.task]
+            progress.seconds += checkpoint.seconds
             if checkpoint.trials == 0:
                 progress.finished = True
                 continue
@@ -294,11 +322,13 @@ class Session:
         n = self._slot_size(progress)
         slot_start = time.perf_counter()
         max_trials = self.budget.per_task_trials or self.budget.max_trials or 1_000_000
-        proposed = search.propose(n, self.database, self.cost_model, max_trials) if n > 0 else []
+        shared = search.adopt(self._transfers(k, n), self.database, self.cost_model, max_trials) if n > 0 else []
+        proposed = shared or (search.propose(n, self.database, self.cost_model, max_trials) if n > 0 else [])
         search_seconds = time.perf_counter() - slot_start
         best_before = progress.best
         if not proposed:
             progress.finished = True  # space exhausted (or no room left under the per-task budget)
+            progress.seconds += time.perf_counter() - slot_start
             self.store.add_trials(self.run_id, [], Checkpoint(
                 self._slot, k, 0, self.elapsed, time.perf_counter() - slot_start,
                 self.snapshot().estimated_latency()))
@@ -313,6 +343,8 @@ class Session:
                   for (c, key), m in zip(proposed, measurements, strict=True)]
         self._finish_slot(k, trials, best_before)
         self.trials += trials
+        self.shared += len(shared)
+        progress.seconds += time.perf_counter() - slot_start
         snapshot = self.snapshot()
         self.history.append((snapshot.elapsed, snapshot.estimated_latency()))
         self.store.add_trials(self.run_id, trials, Checkpoint(
@@ -321,10 +353,28 @@ class Session:
         search.notify(candidates, [_runner_result(t) for t in trials], self.cost_model)
         event = SlotEvent(self._slot, k, len(trials), sum(t.error is not None for t in trials), best_before,
                           progress.best, time.perf_counter() - slot_start, search_seconds, measure_seconds,
-                          decision_seconds)
+                          decision_seconds, len(shared))
         self._slot += 1
         for listener in self.listeners:
             listener(event, self.snapshot())
+
+    def _transfers(self, k: int, n: int) -> list:
+        """Up to ``n`` schedules of task ``k`` transferred from the best records of its group-mates that beat
+        its best so far and were not offered to it before (:class:`tunewise.sharing.Offers`)."""
+        if self.offers is None or not self.offers.shares(k):
+            return []
+
+        def records_of(j: int, top: int):
+            return [(t.candidate or t.record, t.latency, t)  # imported records have no candidate hash
+                    for t in self.store.top_trials(self._workloads[j], top, self.database.target)]
+
+        schedules = []
+        for candidate, trial in self.offers.pending(k, self._progress[k].best, records_of)[:n]:
+            self.offers.given(k, candidate)
+            sch = sharing.transfer(self.database.record(trial).trace, self.model.task_mods[k], self.model.target)
+            if sch is not None:
+                schedules.append(sch)
+        return schedules
 
     def _finish_slot(self, k: int, trials: list[StoredTrial], best_before: float) -> None:
         progress = self._progress[k]

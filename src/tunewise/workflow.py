@@ -52,6 +52,7 @@ class TuneResult:
     estimated_latency: float
     max_error: float
     torch_latency: float | None = None
+    shared: int = 0  # trials that were schedules transferred between tasks of one anchor (tunewise.sharing)
     history: tuple[tuple[float, float], ...] = field(default=())
     run: int | None = None  # the run's id in the store
 
@@ -75,11 +76,12 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
          budget: session.Budget | None = None, trials_per_slot: int = 16, output: str | None = None,
          level: str = graph.DEFAULT_LEVEL, seed: int = 0, measure_config: measure.MeasureConfig | None = None,
          reporter: Reporter | None = None, compare_torch: bool = True, store=None, evaluator: str = runners.DEFAULT,
-         cost_model: str = "xgb") -> TuneResult:
+         cost_model: str = "xgb", share: bool = True) -> TuneResult:
     """Tune ``source`` (zoo name, ``.onnx``/``.pt2`` path, or ``nn.Module`` with ``example_inputs``).
 
     ``evaluator`` (:func:`tunewise.runners.create`) times the candidates and ``cost_model``
-    (:func:`tunewise.cost_models.create`) ranks them for the search.
+    (:func:`tunewise.cost_models.create`) ranks them for the search. With ``share``, tasks with the same
+    anchor computation start from each other's best schedules (:mod:`tunewise.sharing`).
 
     Every trial goes to ``store`` (a :class:`~tunewise.stores.Store` or its URL; default
     ``sqlite:///tunewise.db``) as a new run, which :func:`resume` continues if this one is cut short. Writes
@@ -93,7 +95,7 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
                 "input_shapes": {k: list(v) for k, v in (input_shapes or {}).items()},
                 "budget": dataclasses.asdict(budget or session.Budget(max_trials=200)),
                 "trials_per_slot": trials_per_slot, "level": level, "seed": seed,
-                "evaluator": evaluator, "cost_model": cost_model,
+                "evaluator": evaluator, "cost_model": cost_model, "share": share,
                 "output": os.path.abspath(output) if output else None,
                 "measure": dataclasses.asdict(measure_config or measure.MeasureConfig())}
     return _tune(source, store, None, settings, scheduler, target, example_inputs, reporter, compare_torch)
@@ -162,7 +164,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
             run = store.create_run(model.name, str(tvm_target), settings["scheduler"] or repr(scheduler), settings)
         loop = session.Session(model, scheduler, budget, measurer, store, run,
                                trials_per_slot=settings["trials_per_slot"], seed=seed, cost_model=cost_model_name,
-                               listeners=[reporter.slot])
+                               share=settings.get("share", False), listeners=[reporter.slot])
         reporter.phase(f"tuning as run {run} of {store.url}" + (f", resumed after {len(loop.trials)} trials"
                                                                   if loop.trials else ""))
         reporter.tuning_started(model, budget)
@@ -184,7 +186,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
         **compiler.io_metadata(model.inputs, model.reference_outputs),
         latency_s=tuned_latency, untuned_latency_s=untuned_latency, torch_eager_latency_s=eager,
         trials=final.trials, failures=failures, tuning_seconds=final.elapsed, max_relative_error=max_error,
-        evaluator=settings.get("evaluator", "fixed"), cost_model=cost_model_name,
+        evaluator=settings.get("evaluator", "fixed"), cost_model=cost_model_name, shared_trials=loop.shared,
         latency_estimate_history=[list(point) for point in loop.history],
     )
     compiled.save(output)
@@ -193,4 +195,4 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
     store.set_status(run, stores.FINISHED)
     return TuneResult(output, model.name, len(model.tasks), final.trials, failures, final.elapsed,
                       loop.decision_seconds, untuned_latency, tuned_latency, final.estimated_latency(),
-                      max_error, eager, tuple(loop.history), run)
+                      max_error, eager, loop.shared, tuple(loop.history), run)

@@ -1,7 +1,8 @@
-"""DynaTune schedulers on synthetic snapshots: warm-up, beliefs, rewards, and the three choice rules."""
+"""DynaTune schedulers on synthetic snapshots: untried tasks, beliefs, rewards, and the three choice rules."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -32,11 +33,40 @@ def snapshot(*tasks: TaskView) -> Snapshot:
     return Snapshot(tuple(tasks), slot=sum(t.slots for t in tasks), trials_per_slot=16)
 
 
-def test_warm_up_until_every_live_task_has_a_valid_result():
-    failing = task(1, [0.0, 0.0])  # two slots, nothing valid yet
+def test_untried_tasks_go_heaviest_first():
+    untried = [TaskView(k, f"t{k}", w, FLOPS, latency) for k, (w, latency) in enumerate(
+        [(1, 1e-5), (4, 2e-3), (1, 5e-3), (8, 1e-6)])]
     scheduler = DynaTune(seed=0, **FAST)
-    assert scheduler.next(snapshot(task(0, CLIMBING), failing, task(2, []))) == 1
-    assert scheduler.next(snapshot(task(0, CLIMBING), task(1, [0.0], finished=True), task(2, []))) == 2
+    prior = scheduler.prior_reduction(snapshot(*untried))
+    assert prior == pytest.approx({0: 1e-5 / 13.018e-3, 1: 8e-3 / 13.018e-3, 2: 5e-3 / 13.018e-3,
+                                   3: 8e-6 / 13.018e-3})
+    assert scheduler.next(snapshot(*untried)) == 1  # weight x untuned latency, not declaration order
+
+
+def test_the_prior_scales_with_what_tuned_tasks_shed():
+    # task 0 went from 20 ms to 10 ms (half shed), task 1 to 5 ms (three quarters): the median sheds 62.5 %
+    tuned = [task(0, [10.0]), task(1, [20.0])]
+    fresh = TaskView(2, "t2", 2, FLOPS, 0.02)
+    prior = DynaTune(seed=0, **FAST).prior_reduction(snapshot(*tuned, fresh))
+    assert prior == {2: pytest.approx(2 * 0.02 * 0.625 / (0.01 + 0.005 + 0.04))}
+
+
+def test_a_task_that_only_failed_has_no_reward_and_is_not_hogging():
+    failing = task(1, [0.0, 0.0])  # two slots, nothing valid yet: the paper's warm-up would insist on it
+    scheduler = DynaTune(c=0.0, seed=0, **FAST)
+    assert scheduler.prior_reduction(snapshot(task(0, CLIMBING), failing)) == {}
+    assert scheduler.next(snapshot(task(0, CLIMBING), failing)) == 0
+
+
+def test_per_second_rewards_favour_the_cheaper_slot():
+    # the climbing task's slot is worth several times the flat one's, but costs a hundred times as much
+    flat, climbing = dataclasses.replace(task(0, FLAT), seconds=10.0), dataclasses.replace(task(1, CLIMBING),
+                                                                                          seconds=1000.0)
+    assert DynaTune(c=0.0, per_second=False, seed=0, **FAST).next(snapshot(flat, climbing)) == 1
+    assert DynaTune(c=0.0, seed=0, **FAST).next(snapshot(flat, climbing)) == 0
+    new = TaskView(2, "t2", 1, FLOPS, 0.02)
+    assert list(DynaTune.slot_seconds(snapshot(flat, climbing, new), (flat, climbing, new))) == pytest.approx(
+        [10 / 128 * 16, 1000 / 128 * 16, (10 / 8 + 1000 / 8) / 2])
 
 
 @pytest.mark.parametrize("cls", [DynaTune, DynaTuneEpsilonGreedy, DynaTuneSoftmax])

@@ -73,3 +73,34 @@ def test_records_are_shared_across_handles_and_filtered_by_target(store, store_u
     with pytest.raises(Exception, match="read-only"):  # an InputError, as TVM passes it back
         commit(mine, mod, target, [1e-3])
     other.close()
+
+
+def test_a_weight_layout_rewrite_record_round_trips(tmp_path, host_target):
+    # Tuned with weights marked layout-free (TVM's CPU weight prepacking), a record's trace holds an IndexMap,
+    # which MetaSchedule's Python as_json cannot convert: such records come from stock tuning runs too.
+    import tvm
+    from tvm import te
+    from tvm.s_tir import meta_schedule as ms
+    from tvm_ffi import structural_equal
+
+    from tunewise.tasks import args_info
+
+    a, w = te.placeholder((16, 32), name="a"), te.placeholder((32, 32), name="w")
+    k = te.reduce_axis((0, 32), name="k")
+    dense = te.compute((16, 32), lambda i, j: te.sum(a[i, k] * w[j, k], axis=k), name="dense")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, w, dense]).with_attr("layout_free_buffers", [1])})
+    context = ms.TuneContext(mod, target=host_target, space_generator="post-order-apply",
+                             search_strategy="evolutionary", task_name="dense", num_threads=1).clone()
+    context.pre_tuning(8, 8, context.generate_design_space(), ms.database.MemoryDatabase(),
+                       ms.cost_model.RandomModel())
+    candidate = context.generate_measure_candidates()[0]
+    assert "transform_layout" in str(candidate.sch.trace)
+    store = stores.create(f"sqlite:///{tmp_path}/t.db")
+    db = stores.StoreDatabase(store, run=store.create_run("dense", "cpu", "test", {}))
+    db.commit_tuning_record(ms.database.TuningRecord(candidate.sch.trace, db.commit_workload(mod), [1e-3],
+                                                     host_target, args_info(mod)))
+    [back] = stores.StoreDatabase(store).get_top_k(db.commit_workload(mod), 1)
+    replayed = tvm.s_tir.Schedule(mod)
+    back.trace.apply_to_schedule(replayed, remove_postproc=False)
+    assert structural_equal(replayed.mod, candidate.sch.mod)
+    store.close()

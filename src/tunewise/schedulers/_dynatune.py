@@ -1,10 +1,17 @@
 """DynaTune: task scheduling as a bandit over Bayesian learning-curve beliefs.
 
 Wang et al., "DynaTune: Dynamic Tensor Program Optimization in Deep Neural Network Compilation", ICLR 2021.
-The three schedulers share warm-up, beliefs and the predicted reward of each task, and differ in how they
-choose from the rewards (UCB, epsilon-greedy, softmax).
+The three schedulers share the scoring of untried tasks, beliefs and the predicted reward of each task,
+and differ in how they choose from the rewards (UCB, epsilon-greedy, softmax).
 
-- Warm-up: while a live task has no valid measurement, the first such task gets the slot.
+- Untried tasks: the paper warms up by giving every task a slot, in declaration order, until it has a
+  valid result. Here a task that has not had a slot is instead scored by a prior (:meth:`prior_reduction`):
+  the fraction of the model latency it holds untuned, ``weight * default_latency``, times the fraction of
+  their untuned latency that the tuned tasks have shed so far (the median; all of it before any task is
+  tuned). So the heaviest tasks are tried first and a reshape worth microseconds waits until it is worth a
+  slot, where the paper's warm-up spends the first slots of a Transformer on a dozen such tasks in
+  whatever order the model declares them (``bench/replay.py``). A task that has had slots but no valid
+  result scores nothing and gets slots only from the exploration term.
 - Belief: each live task's best-so-far throughput after each of its slots, ``flops / best``, normalised
   by the peak, against its trials so far, is fitted with a :class:`~tunewise.belief.CurveModel`
   (``family``, ``n_walkers``, ``n_steps``, ``burn_in``, ``thin``, ``jump`` are passed on) and predicted
@@ -13,6 +20,10 @@ choose from the rewards (UCB, epsilon-greedy, softmax).
   the expected throughput after the slot, ``p + EI``, hence the model-latency reduction
   ``weight * (current_latency - flops / (p + EI))``, divided by the current model-latency estimate
   (:meth:`~tunewise.state.Snapshot.estimated_latency`) so that it is a fraction in ``[0, 1]``.
+- Per second (``per_second=True``, the default): the reward is divided by the expected seconds of the
+  task's next slot (:meth:`slot_seconds`). The paper's reward is per slot, and its slots (AutoTVM's
+  batches) cost about the same; here a slot of a matmul costs several times one of a layer norm, and the
+  goal is the model latency per second of tuning. ``per_second=False`` is the paper's reward.
 - Peak: ``peak_gflops`` when given (the hardware's peak, as in the paper); otherwise the smallest power
   of two at least twice the best throughput of any task, so the best task still has room to climb and
   the scale (hence every fit) changes only when the best throughput doubles.
@@ -50,6 +61,7 @@ class _DynaTune(TaskScheduler):
         burn_in: int = 100,
         thin: int = 1,
         jump: float | None = 0.2,
+        per_second: bool = True,
         seed: int | None = None,
     ):
         if peak_gflops is not None and not peak_gflops > 0:
@@ -63,6 +75,7 @@ class _DynaTune(TaskScheduler):
         self.burn_in = burn_in
         self.thin = thin
         self.jump = jump
+        self.per_second = per_second
         self.seed = seed
         self._entropy = np.random.SeedSequence(seed).entropy
         self._rng = np.random.default_rng(np.random.SeedSequence(self._entropy))
@@ -72,15 +85,30 @@ class _DynaTune(TaskScheduler):
         live = snapshot.live
         if not live:
             return None
-        for task in live:
-            if not task.gflops > 0:
-                return task.index
-        reduction = self.expected_reduction(snapshot)
-        return live[self._choose(snapshot, live, np.array([reduction[t.index] for t in live]))].index
+        reduction = {**self.prior_reduction(snapshot), **self.expected_reduction(snapshot)}
+        reward = np.array([reduction.get(t.index, 0.0) for t in live])
+        total = snapshot.estimated_latency()
+        ceiling = np.array([t.weight * t.current_latency / total if 0 < total < math.inf else 1.0 for t in live])
+        if self.per_second:
+            seconds = self.slot_seconds(snapshot, live)
+            reward, ceiling = reward / seconds, ceiling / seconds
+        return live[self._choose(snapshot, live, reward, ceiling)].index
+
+    @staticmethod
+    def slot_seconds(snapshot: Snapshot, live: tuple[TaskView, ...]) -> np.ndarray:
+        """Expected seconds of each live task's next slot: its seconds per trial so far times the slot
+        size; for a task not yet tried, the median time of the tried tasks' first slots' worth of
+        trials (1 s before any task is tried, which leaves the order to the rewards)."""
+        tried = [t for t in snapshot.tasks if t.trials > 0 and t.seconds > 0]
+        first = float(np.median([t.seconds / t.slots for t in tried])) if tried else 1.0
+        return np.array([t.seconds / t.trials * snapshot.trials_per_slot if t.trials > 0 and t.seconds > 0
+                         else first for t in live])
 
     @abc.abstractmethod
-    def _choose(self, snapshot: Snapshot, live: tuple[TaskView, ...], reward: np.ndarray) -> int:
-        """The position in ``live`` of the task to tune, given each one's predicted reward."""
+    def _choose(self, snapshot: Snapshot, live: tuple[TaskView, ...], reward: np.ndarray,
+                ceiling: np.ndarray) -> int:
+        """The position in ``live`` of the task to tune, given each one's predicted reward and the most any
+        slot could earn it (its whole share of the model latency), in the same unit."""
 
     def peak(self, snapshot: Snapshot) -> float:
         """The throughput (GFLOPS) that normalises the curves."""
@@ -88,6 +116,19 @@ class _DynaTune(TaskScheduler):
             return float(self.peak_gflops)
         best = max((t.gflops for t in snapshot.tasks), default=0.0)
         return 2.0 ** math.ceil(math.log2(2.0 * best)) if best > 0 else 1.0
+
+    def prior_reduction(self, snapshot: Snapshot) -> dict[int, float]:
+        """Predicted fraction of the model latency that a first slot removes, per live task not yet tried:
+        its share of the model latency untuned times the median fraction of their untuned latency that the
+        tuned tasks have shed (1 while no task has a valid result); 1 for a task whose untuned schedule
+        failed."""
+        shed = [1.0 - t.current_latency / t.default_latency for t in snapshot.tasks
+                if t.gflops > 0 and 0 < t.default_latency < math.inf]
+        fraction = float(np.clip(np.median(shed), 0.0, 1.0)) if shed else 1.0
+        total = snapshot.estimated_latency()
+        return {t.index: (t.weight * t.default_latency * fraction / total if math.isfinite(t.default_latency)
+                          and total > 0 else 1.0)
+                for t in snapshot.live if t.slots == 0}
 
     def expected_reduction(self, snapshot: Snapshot) -> dict[int, float]:
         """Predicted fraction of the model latency that one more slot removes, per live measured task."""
@@ -130,10 +171,16 @@ class _DynaTune(TaskScheduler):
 
 
 class DynaTune(_DynaTune):
-    """DynaTune's UCB scheduler: the live task with the largest ``reward + top * sqrt(c * ln t / n)`` gets
-    the slot, where ``reward`` is the predicted fraction of model latency the slot removes (see the module
-    docstring), ``top`` the largest reward of any live task (1 when none is positive), ``t`` the slots given
-    so far to all tasks and ``n`` the task's own; ties go to the earliest declared.
+    """DynaTune's UCB scheduler: the live task with the largest ``min(reward + top * sqrt(c * ln t / n),
+    ceiling)`` gets the slot, where ``reward`` is the predicted fraction of model latency the slot removes
+    (see the module docstring), ``top`` the largest reward of any live task (1 when none is positive),
+    ``t`` the slots given so far to all tasks, ``n`` the task's own (at least 1), and ``ceiling`` the task's
+    whole share of the model latency; ties go to the earliest declared.
+
+    The ceiling is ours: no slot can remove more than the task holds, so optimism beyond it is not
+    exploration but waste. Without it, the bonus of a task with one slot or none outweighs the rewards of
+    tuned tasks late in a run, and a Transformer's dozen reshapes, each holding a few microseconds, get a
+    slot each before the matmuls are done (``bench/replay.py``).
 
     Scaling the bonus by ``top`` keeps the two terms comparable, whatever the unit of the rewards: one slot
     removes a small fraction of the model latency (typically 1e-3), so an unscaled UCB1 bonus (about 1)
@@ -142,7 +189,7 @@ class DynaTune(_DynaTune):
 
     >>> from tunewise.state import Snapshot, TaskView
     >>> tasks = (TaskView(0, "a", 1, 1e9, 1.0, (0.5, 0.4), (16, 32), 32), TaskView(1, "b", 1, 1e9, 1.0))
-    >>> DynaTune(seed=0).next(Snapshot(tasks))  # warm-up: "b" has no valid result yet
+    >>> DynaTune(seed=0).next(Snapshot(tasks))  # "b", untried, holds 1 s untuned: "a" shed 60 % of its 1 s
     1
     """
 
@@ -152,14 +199,14 @@ class DynaTune(_DynaTune):
         super().__init__(**kwargs)
         self.c = c
 
-    def _choose(self, snapshot, live, reward):
+    def _choose(self, snapshot, live, reward, ceiling):
         c = self.c
         if c is None:
             c = 2.0 if sum(t.weight * t.default_latency for t in snapshot.tasks) >= 1e-3 else 0.2
         total = max(sum(t.slots for t in snapshot.tasks), 1)
         top = reward.max() if reward.max() > 0 else 1.0
         bonus = top * np.sqrt(c * math.log(total) / np.array([max(t.slots, 1) for t in live]))
-        return int(np.argmax(reward + bonus))
+        return int(np.argmax(np.minimum(reward + bonus, ceiling)))
 
 
 class DynaTuneEpsilonGreedy(_DynaTune):
@@ -173,7 +220,7 @@ class DynaTuneEpsilonGreedy(_DynaTune):
         super().__init__(**kwargs)
         self.epsilon = epsilon
 
-    def _choose(self, snapshot, live, reward):
+    def _choose(self, snapshot, live, reward, ceiling):
         if self._rng.random() < self.epsilon:
             return int(self._rng.integers(len(live)))
         return int(np.argmax(reward))
@@ -192,7 +239,7 @@ class DynaTuneSoftmax(_DynaTune):
         super().__init__(**kwargs)
         self.temperature = temperature
 
-    def _choose(self, snapshot, live, reward):
+    def _choose(self, snapshot, live, reward, ceiling):
         top = reward.max()
         logits = (reward - top) / (self.temperature * top) if top > 0 else np.zeros(len(live))
         p = np.exp(logits)

@@ -31,8 +31,26 @@ def target_key(target) -> str | None:
 
 
 def record_json(record) -> str:
-    """MetaSchedule's JSON text of a tuning record."""
-    return json.dumps(record.as_json())
+    """MetaSchedule's JSON text of a tuning record, as its JSON database writes it.
+
+    ``TuningRecord.as_json`` cannot convert every trace: the weight layout rewrite's ``transform_layout``
+    takes an ``IndexMap``, which the C++ database writes as the object's own JSON text (``tvm.ir.save_json``)
+    and reads back from it; so does this.
+    """
+    return json.dumps(_plain(tvm.get_global_func("s_tir.meta_schedule.TuningRecordAsJSON")(record)))
+
+
+def _plain(obj):
+    """A TVM container tree as plain JSON values; other TVM objects as their ``save_json`` text."""
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+        return obj.value
+    if isinstance(obj, tvm.ir.Array):
+        return [_plain(x) for x in obj]
+    if isinstance(obj, tvm.ir.Map):
+        return {_plain(k): _plain(v) for k, v in obj.items()}
+    return tvm.ir.save_json(obj)
 
 
 @derived_object

@@ -1,0 +1,89 @@
+"""Schedule sharing between tasks that run the same main computation with different fused epilogues.
+
+Fusion makes one task per distinct chain of operators, so a network that applies one convolution shape in
+several places yields several tasks that differ only in what is fused after the convolution (a bias, a
+residual add, a ReLU). ResNet-18 has four such groups covering 11 of its 22 tasks, and tuning each member
+from scratch spends the trial budget several times on the same convolution.
+
+The shared computation is the task's *anchor block* (MetaSchedule's term: the block with a reduction and
+the most FLOPs; :func:`anchor_key` gives its structural hash). A schedule tuned for one member moves to
+another by MetaSchedule's ``schedule_using_anchor_trace``: the member's anchor block gets the same tiling,
+parallelisation and vectorisation, and its other blocks are inlined (:func:`transfer`). The session uses
+that to measure the group's best schedules on a member before searching it (:class:`Offers`): each
+transferred schedule is a real, measured trial of the member, and it is committed to the store under the
+member's own workload, so the member's evolutionary search then starts from it.
+
+This is the "anchor-block" case of selective tuning (``../shared/ALGORITHMS.md``, s. 5). Transfer between
+different shapes is not done here.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def anchor_key(mod) -> str:
+    """Structural hash (hex) of ``mod``'s anchor block, free buffers mapped; ``""`` when it has none (a
+    reshape, a copy...), as such tasks have nothing worth sharing."""
+    from tvm.s_tir.analysis import find_anchor_sblock
+    from tvm_ffi import structural_hash
+
+    block = find_anchor_sblock(mod)
+    return "" if block is None else f"{structural_hash(block, map_free_vars=True) & (2**64 - 1):016x}"
+
+
+def groups(anchors) -> tuple[tuple[int, ...], ...]:
+    """For each task (``anchors``: its :func:`anchor_key`), the other tasks with the same non-empty key."""
+    members: dict[str, list[int]] = {}
+    for k, key in enumerate(anchors):
+        if key:
+            members.setdefault(key, []).append(k)
+    return tuple(tuple(j for j in members.get(key, ()) if j != k) for k, key in enumerate(anchors))
+
+
+def transfer(trace, mod, target):
+    """A schedule of ``mod`` made from ``trace``, a trace tuned for a module with the same anchor block;
+    ``None`` when it does not apply."""
+    import tvm
+    from tvm.s_tir.meta_schedule.trace_apply import schedule_using_anchor_trace
+
+    sch = tvm.s_tir.Schedule(mod)
+    try:
+        schedule_using_anchor_trace(sch, trace, target)
+    except tvm.TVMError:
+        return None
+    return sch
+
+
+class Offers:
+    """Which of its group-mates' best records each task should be given, and which it has been given.
+
+    ``top`` bounds how many records of each mate are looked at. A record is offered to a task when it is
+    faster than the task's best so far and the task has not been offered it before: offers are made once,
+    whatever their outcome, so a schedule that does not transfer well is not measured again.
+    """
+
+    def __init__(self, anchors, *, top: int = 2):
+        self.groups = groups(anchors)
+        self.top = top
+        self._given: list[set[str]] = [set() for _ in self.groups]
+
+    def shares(self, k: int) -> bool:
+        """Whether task ``k`` has group-mates at all."""
+        return bool(self.groups[k])
+
+    def pending(self, k: int, best: float, records_of) -> list[tuple[str, object]]:
+        """The offers due to task ``k`` (best so far ``best``), fastest first: ``(candidate hash, record)``.
+
+        ``records_of(j, n)`` returns task ``j``'s ``n`` best records as ``(candidate hash, latency, record)``.
+        """
+        due = {}
+        for j in self.groups[k]:
+            for candidate, latency, record in records_of(j, self.top):
+                if math.isfinite(latency) and latency < best and candidate not in self._given[k]:
+                    due[candidate] = (latency, record)
+        return [(candidate, record) for candidate, (_, record) in sorted(due.items(), key=lambda kv: kv[1][0])]
+
+    def given(self, k: int, candidate: str) -> None:
+        """Record that task ``k`` was offered the record measured as ``candidate``."""
+        self._given[k].add(candidate)

@@ -1,0 +1,93 @@
+"""Schedule sharing: anchor groups, offers, and real transfers between two convolutions of one shape."""
+
+import math
+
+import pytest
+
+from tunewise import sharing
+
+
+def test_groups_pair_tasks_with_the_same_non_empty_anchor():
+    assert sharing.groups(["a", "", "b", "a", "", "a"]) == ((3, 5), (), (), (0, 5), (), (0, 3))
+    assert sharing.groups([]) == ()
+
+
+def _records(table):
+    """``records_of`` over ``{task: [(candidate, latency), ...]}`` (best first), the trial being the hash."""
+    return lambda j, top: [(c, latency, c) for c, latency in table.get(j, [])[:top]]
+
+
+def test_offers_are_the_mates_faster_records_fastest_first_and_made_once():
+    offers = sharing.Offers(["x", "x", "x", "y"], top=2)
+    table = {1: [("p", 3.0), ("q", 5.0), ("r", 6.0)], 2: [("s", 4.0), ("t", math.inf)], 3: [("u", 1.0)]}
+    assert offers.shares(0) and not offers.shares(3)
+    due = offers.pending(0, math.inf, _records(table))
+    assert [c for c, _ in due] == ["p", "s", "q"]  # top 2 of each mate, never task 3's, never a failure
+    assert [c for c, _ in offers.pending(0, 4.5, _records(table))] == ["p", "s"]  # only what beats the best
+    offers.given(0, "p")
+    assert [c for c, _ in offers.pending(0, math.inf, _records(table))] == ["s", "q"]
+    assert [c for c, _ in offers.pending(1, math.inf, _records(table))] == ["s"]  # each task keeps its own
+
+
+@pytest.fixture(scope="module")
+def twin(host_target, measurer):
+    """Two 3x3 convolutions of one shape, one with bias + ReLU fused after it, the other with bias + a residual
+    add: two tasks with one anchor block."""
+    import torch
+
+    from tunewise import frontend, tasks
+
+    class Twin(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Conv2d(8, 8, 3, padding=1)
+            self.b = torch.nn.Conv2d(8, 8, 3, padding=1)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x))) + x
+
+    torch.manual_seed(0)
+    imported = frontend.load(Twin().eval(), example_inputs=(torch.randn(1, 8, 16, 16),))
+    return tasks.extract(imported, host_target, measurer=measurer)
+
+
+def _conv_tasks(model):
+    return [k for k, t in enumerate(model.tasks) if "conv2d" in t.name]
+
+
+@pytest.mark.tvm
+def test_convolutions_of_one_shape_share_an_anchor(twin):
+    keys = [sharing.anchor_key(m) for m in twin.task_mods]
+    a, b = _conv_tasks(twin)
+    assert keys[a] == keys[b] != "" and twin.tasks[a].workload != twin.tasks[b].workload
+    assert all(keys[k] != keys[a] for k in range(len(keys)) if k not in (a, b))
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize("share", [True, False])
+def test_a_mate_first_measures_the_transferred_schedules(twin, measurer, share):
+    from tunewise import compile as compiler
+    from tunewise import schedulers, session, stores
+
+    model = twin.heaviest(2)  # the two convolutions
+    assert len(_conv_tasks(model)) == 2
+    store = stores.create("sqlite://")
+    run = store.create_run(model.name, str(model.target), "round-robin", {})
+    events = []
+    loop = session.Session(model, schedulers.create("round-robin"), session.Budget(max_trials=10), measurer, store,
+                           run, trials_per_slot=4, share=share, listeners=[lambda e, s: events.append(e)])
+    loop.run()
+    first, second = events[0], events[1]
+    assert first.shared == 0 and first.trials == 4
+    if not share:
+        assert second.shared == 0 and second.trials == 4 and loop.shared == 0
+        return
+    # the mate's two best records, transferred: measured as its own trials, before any search
+    assert second.shared == second.trials == 2
+    mine = [t for t in loop.trials if t.task == second.task]
+    assert len(mine) == 2 and all(t.error is None for t in mine)
+    assert all(t.workload == loop.database.workload_id(model.task_mods[second.task]) for t in mine)
+    # the first task's next slot searches (its mate's records are its own schedules, measured already)
+    assert len(events) == 3 and events[2].shared == 0 and loop.shared == 2
+    compiled = compiler.CompiledModel(compiler.build(model, loop.database), model.target)
+    assert compiler.verify(compiled, model.inputs, model.reference_outputs) < 1e-5
