@@ -91,3 +91,17 @@ def test_a_mate_first_measures_the_transferred_schedules(twin, measurer, share):
     assert len(events) == 3 and events[2].shared == 0 and loop.shared == 2
     compiled = compiler.CompiledModel(compiler.build(model, loop.database), model.target)
     assert compiler.verify(compiled, model.inputs, model.reference_outputs) < 1e-5
+
+
+@pytest.mark.tvm
+def test_a_trace_that_does_not_apply_transfers_nothing(twin, host_target):
+    import tvm
+    from tvm import te
+
+    a = te.placeholder((8,), name="a")
+    other = tvm.IRModule({"main": te.create_prim_func([a, te.compute((8,), lambda i: a[i] * 2, name="double")])})
+    conv = twin.task_mods[_conv_tasks(twin)[0]]
+    sch = tvm.s_tir.Schedule(conv)
+    sch.get_sblock("conv2d_nchw")
+    assert sharing.transfer(sch.trace, conv, host_target) is not None
+    assert sharing.transfer(sch.trace, other, host_target) is None  # no block of that name: TVM raises
