@@ -344,16 +344,16 @@ class Session:
         self._finish_slot(k, trials, best_before)
         self.trials += trials
         self.shared += len(shared)
-        progress.seconds += time.perf_counter() - slot_start
         snapshot = self.snapshot()
         self.history.append((snapshot.elapsed, snapshot.estimated_latency()))
         self.store.add_trials(self.run_id, trials, Checkpoint(
             self._slot, k, len(trials), snapshot.elapsed, time.perf_counter() - slot_start,
             snapshot.estimated_latency()))
         search.notify(candidates, [_runner_result(t) for t in trials], self.cost_model)
+        seconds = time.perf_counter() - slot_start
+        progress.seconds += seconds
         event = SlotEvent(self._slot, k, len(trials), sum(t.error is not None for t in trials), best_before,
-                          progress.best, time.perf_counter() - slot_start, search_seconds, measure_seconds,
-                          decision_seconds, len(shared))
+                          progress.best, seconds, search_seconds, measure_seconds, decision_seconds, len(shared))
         self._slot += 1
         for listener in self.listeners:
             listener(event, self.snapshot())

@@ -87,12 +87,9 @@ class _DynaTune(TaskScheduler):
             return None
         reduction = {**self.prior_reduction(snapshot), **self.expected_reduction(snapshot)}
         reward = np.array([reduction.get(t.index, 0.0) for t in live])
-        total = snapshot.estimated_latency()
-        ceiling = np.array([t.weight * t.current_latency / total if 0 < total < math.inf else 1.0 for t in live])
         if self.per_second:
-            seconds = self.slot_seconds(snapshot, live)
-            reward, ceiling = reward / seconds, ceiling / seconds
-        return live[self._choose(snapshot, live, reward, ceiling)].index
+            reward = reward / self.slot_seconds(snapshot, live)
+        return live[self._choose(snapshot, live, reward)].index
 
     @staticmethod
     def slot_seconds(snapshot: Snapshot, live: tuple[TaskView, ...]) -> np.ndarray:
@@ -105,10 +102,8 @@ class _DynaTune(TaskScheduler):
                          else first for t in live])
 
     @abc.abstractmethod
-    def _choose(self, snapshot: Snapshot, live: tuple[TaskView, ...], reward: np.ndarray,
-                ceiling: np.ndarray) -> int:
-        """The position in ``live`` of the task to tune, given each one's predicted reward and the most any
-        slot could earn it (its whole share of the model latency), in the same unit."""
+    def _choose(self, snapshot: Snapshot, live: tuple[TaskView, ...], reward: np.ndarray) -> int:
+        """The position in ``live`` of the task to tune, given each one's predicted reward."""
 
     def peak(self, snapshot: Snapshot) -> float:
         """The throughput (GFLOPS) that normalises the curves."""
@@ -171,21 +166,17 @@ class _DynaTune(TaskScheduler):
 
 
 class DynaTune(_DynaTune):
-    """DynaTune's UCB scheduler: the live task with the largest ``min(reward + top * sqrt(c * ln t / n),
-    ceiling)`` gets the slot, where ``reward`` is the predicted fraction of model latency the slot removes
-    (see the module docstring), ``top`` the largest reward of any live task (1 when none is positive),
-    ``t`` the slots given so far to all tasks, ``n`` the task's own (at least 1), and ``ceiling`` the task's
-    whole share of the model latency; ties go to the earliest declared.
-
-    The ceiling is ours: no slot can remove more than the task holds, so optimism beyond it is not
-    exploration but waste. Without it, the bonus of a task with one slot or none outweighs the rewards of
-    tuned tasks late in a run, and a Transformer's dozen reshapes, each holding a few microseconds, get a
-    slot each before the matmuls are done (``bench/replay.py``).
+    """DynaTune's UCB scheduler: the live task with the largest ``reward + top * sqrt(c * ln t / n)`` gets
+    the slot, where ``reward`` is the predicted fraction of model latency the slot removes (see the module
+    docstring), ``top`` the largest reward of any live task (1 when none is positive), ``t`` the slots given
+    so far to all tasks and ``n`` the task's own (at least 1); ties go to the earliest declared.
 
     Scaling the bonus by ``top`` keeps the two terms comparable, whatever the unit of the rewards: one slot
     removes a small fraction of the model latency (typically 1e-3), so an unscaled UCB1 bonus (about 1)
     would make the scheduler round-robin. ``c=None`` is the paper's rule: 2 (Auer et al., 2002), or 0.2
-    when the untuned model (every task at its default latency) runs in under 1 ms.
+    when the untuned model (every task at its default latency) runs in under 1 ms. The default, 0.5, was
+    chosen on the replay traces of ResNet-18 and the Transformer (``bench/replay.py``): with the bonus
+    scaled by ``top``, 2 explores too much (a reshape holding microseconds gets the bonus of a matmul).
 
     >>> from tunewise.state import Snapshot, TaskView
     >>> tasks = (TaskView(0, "a", 1, 1e9, 1.0, (0.5, 0.4), (16, 32), 32), TaskView(1, "b", 1, 1e9, 1.0))
@@ -193,20 +184,20 @@ class DynaTune(_DynaTune):
     1
     """
 
-    def __init__(self, *, c: float | None = None, **kwargs):
+    def __init__(self, *, c: float | None = 0.5, **kwargs):
         if c is not None and not c >= 0:
             raise ValueError(f"c must be >= 0, got {c!r}")
         super().__init__(**kwargs)
         self.c = c
 
-    def _choose(self, snapshot, live, reward, ceiling):
+    def _choose(self, snapshot, live, reward):
         c = self.c
         if c is None:
             c = 2.0 if sum(t.weight * t.default_latency for t in snapshot.tasks) >= 1e-3 else 0.2
         total = max(sum(t.slots for t in snapshot.tasks), 1)
         top = reward.max() if reward.max() > 0 else 1.0
         bonus = top * np.sqrt(c * math.log(total) / np.array([max(t.slots, 1) for t in live]))
-        return int(np.argmax(np.minimum(reward + bonus, ceiling)))
+        return int(np.argmax(reward + bonus))
 
 
 class DynaTuneEpsilonGreedy(_DynaTune):
@@ -220,7 +211,7 @@ class DynaTuneEpsilonGreedy(_DynaTune):
         super().__init__(**kwargs)
         self.epsilon = epsilon
 
-    def _choose(self, snapshot, live, reward, ceiling):
+    def _choose(self, snapshot, live, reward):
         if self._rng.random() < self.epsilon:
             return int(self._rng.integers(len(live)))
         return int(np.argmax(reward))
@@ -239,7 +230,7 @@ class DynaTuneSoftmax(_DynaTune):
         super().__init__(**kwargs)
         self.temperature = temperature
 
-    def _choose(self, snapshot, live, reward, ceiling):
+    def _choose(self, snapshot, live, reward):
         top = reward.max()
         logits = (reward - top) / (self.temperature * top) if top > 0 else np.zeros(len(live))
         p = np.exp(logits)
