@@ -139,8 +139,7 @@ class _TaskSearch:
             batch = self.context.generate_measure_candidates()
             if batch is None:
                 return []
-            for candidate in batch:
-                self._queue.extend(self._unseen([candidate]))
+            self._queue.extend(self._unseen(batch))
         taken, self._queue = self._queue[:n], self._queue[n:]
         return taken
 
