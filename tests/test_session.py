@@ -62,9 +62,6 @@ def test_latency_curve_is_monotone_and_timestamped(tuned, tiny_mlp):
     assert all(b <= a for a, b in zip(estimates, estimates[1:], strict=False))
     expected = sum(t.weight * min(t.best, t.default_latency) for t in final.tasks)
     assert estimates[-1] == pytest.approx(expected)
-    # each task's slots, timed: together all of the tuning time but the decisions and the records
-    assert all(t.seconds > 0 for t in final.tasks) and sum(t.seconds for t in final.tasks) <= final.elapsed
-    assert sum(t.seconds for t in final.tasks) == pytest.approx(sum(e.seconds for e, _ in events))
     for event, snapshot in events:
         assert event.trials > 0 and event.seconds >= event.search_seconds + event.measure_seconds
         assert snapshot.tasks[event.task].best == event.best_after <= event.best_before

@@ -160,7 +160,6 @@ def replay(trace: Trace, scheduler: TaskScheduler, *, seed_index: int, trials_pe
     used = [0] * len(trace.tasks)
     failures = [0] * len(trace.tasks)
     since_improvement = [0] * len(trace.tasks)
-    seconds = [0.0] * len(trace.tasks)
     finished = [not r.latencies for r in runs]
     clock, total, slot = 0.0, 0, 0
     history: list[tuple[float, float]] = []
@@ -169,7 +168,7 @@ def replay(trace: Trace, scheduler: TaskScheduler, *, seed_index: int, trials_pe
 
     def snapshot() -> Snapshot:
         views = tuple(TaskView(i, t.name, t.weight, t.flops, t.default_latency, tuple(best[i]),
-                               tuple(trials_after[i]), used[i], failures[i], finished[i], seconds[i])
+                               tuple(trials_after[i]), used[i], failures[i], finished[i])
                       for i, t in enumerate(trace.tasks))
         return Snapshot(views, clock, total, slot, trials_per_slot, max_trials, per_task_trials, tuple(history))
 
@@ -191,7 +190,6 @@ def replay(trace: Trace, scheduler: TaskScheduler, *, seed_index: int, trials_pe
         before = best[k][-1] if best[k] else math.inf
         after = min([before, *latencies])
         clock += sum(costs)
-        seconds[k] += sum(costs)
         used[k] += len(latencies)
         total += len(latencies)
         failures[k] += sum(1 for x in latencies if x == math.inf)

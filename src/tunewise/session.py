@@ -80,7 +80,6 @@ class _TaskProgress:
     failures: int = 0
     since_improvement: int = 0
     finished: bool = False
-    seconds: float = 0.0
 
     @property
     def best(self) -> float:
@@ -236,7 +235,7 @@ class Session:
     def snapshot(self) -> Snapshot:
         views = tuple(
             TaskView(i, t.name, t.weight, t.flops, t.default_latency, tuple(p.best_history),
-                     tuple(p.trials_history), p.trials, p.failures, p.finished, p.seconds)
+                     tuple(p.trials_history), p.trials, p.failures, p.finished)
             for i, (t, p) in enumerate(zip(self.model.tasks, self._progress, strict=True))
         )
         return Snapshot(views, self.elapsed, len(self.trials), self._slot, self.trials_per_slot,
@@ -274,7 +273,6 @@ class Session:
             self.scheduler.next(self.snapshot())  # the scheduler's own state follows its decisions
             self._offset = checkpoint.elapsed
             progress, search = self._progress[checkpoint.task], self._searches[checkpoint.task]
-            progress.seconds += checkpoint.seconds
             if checkpoint.trials == 0:
                 progress.finished = True
                 continue
@@ -327,7 +325,6 @@ class Session:
         best_before = progress.best
         if not proposed:
             progress.finished = True  # space exhausted (or no room left under the per-task budget)
-            progress.seconds += time.perf_counter() - slot_start
             self.store.add_trials(self.run_id, [], Checkpoint(
                 self._slot, k, 0, self.elapsed, time.perf_counter() - slot_start,
                 self.snapshot().estimated_latency()))
@@ -349,10 +346,9 @@ class Session:
             self._slot, k, len(trials), snapshot.elapsed, time.perf_counter() - slot_start,
             snapshot.estimated_latency()))
         search.notify(candidates, [_runner_result(t) for t in trials], self.cost_model)
-        seconds = time.perf_counter() - slot_start
-        progress.seconds += seconds
         event = SlotEvent(self._slot, k, len(trials), sum(t.error is not None for t in trials), best_before,
-                          progress.best, seconds, search_seconds, measure_seconds, decision_seconds, len(shared))
+                          progress.best, time.perf_counter() - slot_start, search_seconds, measure_seconds,
+                          decision_seconds, len(shared))
         self._slot += 1
         for listener in self.listeners:
             listener(event, self.snapshot())

@@ -20,7 +20,6 @@ class TaskView:
 
     ``best_history[i]`` is the task's best measured latency after its ``i``-th slot (so it is
     non-increasing, ``inf`` until a candidate ran), and ``trials_history[i]`` the task's trials after it.
-    ``seconds`` is the tuning time its slots took so far (search, builds, runs, records).
     """
 
     index: int
@@ -33,7 +32,6 @@ class TaskView:
     trials: int = 0
     failures: int = 0
     finished: bool = False
-    seconds: float = 0.0
 
     @property
     def slots(self) -> int:

@@ -58,15 +58,13 @@ def test_a_task_that_only_failed_has_no_reward_and_is_not_hogging():
     assert scheduler.next(snapshot(task(0, CLIMBING), failing)) == 0
 
 
-def test_per_second_rewards_favour_the_cheaper_slot():
-    # the climbing task's slot is worth several times the flat one's, but costs a hundred times as much
-    flat, climbing = dataclasses.replace(task(0, FLAT), seconds=10.0), dataclasses.replace(task(1, CLIMBING),
-                                                                                          seconds=1000.0)
-    assert DynaTune(c=0.0, per_second=False, seed=0, **FAST).next(snapshot(flat, climbing)) == 1
-    assert DynaTune(c=0.0, seed=0, **FAST).next(snapshot(flat, climbing)) == 0
-    new = TaskView(2, "t2", 1, FLOPS, 0.02)
-    assert list(DynaTune.slot_seconds(snapshot(flat, climbing, new), (flat, climbing, new))) == pytest.approx(
-        [10 / 128 * 16, 1000 / 128 * 16, (10 / 8 + 1000 / 8) / 2])
+def test_the_exploration_bonus_is_scaled_by_what_the_task_holds():
+    # the same curve and far fewer slots, but a tenth of the weight: UCB1's bonus (c large) would pick the
+    # light task; scaled by the share of the model latency each one holds, it goes to the heavy one
+    heavy = task(0, CLIMBING + [20.3, 21.2, 22.0, 22.7, 23.3, 23.8, 24.2, 24.5] * 3, weight=10)
+    light = task(1, CLIMBING[:2])
+    assert DynaTune(c=50.0, seed=0, **FAST).next(snapshot(heavy, light)) == 0
+    assert DynaTune(c=50.0, seed=0, **FAST).next(snapshot(dataclasses.replace(heavy, weight=1), light)) == 1
 
 
 @pytest.mark.parametrize("cls", [DynaTune, DynaTuneEpsilonGreedy, DynaTuneSoftmax])
