@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tunewise import tvm_env
 from tunewise.errors import InputError, VerificationError
+from tunewise.target import num_cores
 
 METADATA = "metadata.json"
 LIBRARY = "model.so"
@@ -74,6 +76,8 @@ class CompiledModel:
         self.target = target
         self.metadata = dict(metadata or {})
         self.device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
+        if target.kind.name == "llvm":
+            tvm_env.use_threads(num_cores(target))
         self.vm = relax.VirtualMachine(executable, self.device)
 
     def _to_device(self, inputs):

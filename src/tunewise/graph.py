@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tunewise.errors import InputError
 
-LEVELS = ("none", "decompose", "fold-bn", "nhwc")
+LEVELS = ("none", "decompose", "fold-bn", "nhwc", "hwio")
 DEFAULT_LEVEL = "fold-bn"
 
 
@@ -27,6 +27,9 @@ def _graph_passes(level: str) -> list:
         return fold_bn
     if level == "nhwc":  # channels innermost, for the search to vectorise over (bench/graph_levels.py)
         return [*fold_bn, relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]}),
+                relax.transform.FoldConstant()]
+    if level == "hwio":
+        return [*fold_bn, relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]}),
                 relax.transform.FoldConstant()]
     raise InputError(f"unknown graph level {level!r}; choose one of: {', '.join(LEVELS)}")
 

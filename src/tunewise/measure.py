@@ -22,9 +22,9 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from tunewise import runners
+from tunewise import runners, tvm_env
 from tunewise.errors import message_line
-from tunewise.target import device_type
+from tunewise.target import device_type, num_cores
 
 BUILD_ERROR, RUN_ERROR, TIMEOUT = "build", "run", "timeout"
 
@@ -129,6 +129,8 @@ class Measurer:
         from tvm.s_tir.meta_schedule.runner import LocalRunner
 
         self.target = target
+        if target.kind.name == "llvm":
+            tvm_env.use_threads(num_cores(target))  # before the runner starts its worker
         self.config = config or MeasureConfig()
         self.evaluator = runners.create(evaluator)
         self.builder = BuilderPool(self.config.builder_workers, self.config.build_timeout, scratch)

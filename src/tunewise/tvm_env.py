@@ -5,6 +5,11 @@ here), and both ``TuneContext`` and the stock builder import it. A CPU target ne
 before anything imports the package, :func:`prepare` registers an empty ``tvm.s_tir.tensor_intrin`` package
 object that still finds its submodules, and imports only the submodules the target kind uses. For a CUDA or
 ROCm target it imports the real package, as the stock path does.
+
+TVM's CPU runtime runs a kernel's parallel loops on ``TVM_NUM_THREADS`` threads, and without it on half the
+logical CPUs (it assumes two hyper-threads a core): one thread on a 2-core VM, where PyTorch uses two.
+:func:`use_threads` gives kernels the target's ``num-cores`` threads, in this process and in the measuring
+workers it starts afterwards.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import platform
 import sys
 import tempfile
 import types
+import warnings
 
 _INTRIN_PACKAGE = "tvm.s_tir.tensor_intrin"
 _HOST_INTRINSICS = {"x86_64": ("x86",), "AMD64": ("x86",), "aarch64": ("arm_cpu",), "arm64": ("arm_cpu",)}
@@ -35,6 +41,20 @@ def prepare(target_kind: str = "llvm") -> None:
         sys.modules[_INTRIN_PACKAGE] = package
     for name in _INTRINSICS_BY_KIND[target_kind]:
         importlib.import_module(f"{_INTRIN_PACKAGE}.{name}")
+
+
+def use_threads(count: int) -> None:
+    """Run TVM kernels on ``count`` threads: in this process, and in every process started after the call
+    (they inherit ``TVM_NUM_THREADS``). TVM fixes a process's thread count when its first kernel runs, so a
+    process that ran kernels on another count keeps it; a warning says so."""
+    if count < 1:
+        raise ValueError(f"thread count must be >= 1, got {count!r}")
+    os.environ["TVM_NUM_THREADS"] = str(count)
+    import tvm
+
+    if tvm.runtime.num_threads() != count:
+        warnings.warn(f"TVM kernels in this process keep {tvm.runtime.num_threads()} threads: they ran before "
+                      f"{count} were asked for", RuntimeWarning, stacklevel=2)
 
 
 def build_candidate(mod, target, params=None):
