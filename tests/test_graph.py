@@ -15,9 +15,9 @@ def tiny_cnn():
     return frontend.load("tiny-cnn")
 
 
-def _conv_data_shapes(model):
-    """The data (first) argument shape of every convolution task."""
-    return [tuple(int(d) for d in tasks.args_info(mod)[0].shape)
+def _conv_shapes(model, argument: int):
+    """The shape of argument ``argument`` (0: data, 1: weights) of every convolution task."""
+    return [tuple(int(d) for d in tasks.args_info(mod)[argument].shape)
             for t, mod in zip(model.tasks, model.task_mods, strict=True) if "conv2d" in t.name]
 
 
@@ -29,12 +29,16 @@ def test_every_level_compiles_to_the_reference_outputs(tiny_cnn, host_target, le
 
 
 def test_nhwc_puts_channels_innermost_and_fold_bn_keeps_them_outer(tiny_cnn, host_target):
-    # tiny-cnn: 3 -> 16 channels on 16x16, then 16 -> 32 with stride 2
-    nchw = _conv_data_shapes(tasks.extract(tiny_cnn, host_target, level="fold-bn"))
-    nhwc = _conv_data_shapes(tasks.extract(tiny_cnn, host_target, level="nhwc"))
+    # tiny-cnn: 3 -> 16 channels on 16x16 (3x3 kernels), then 16 -> 32 with stride 2
+    folded = tasks.extract(tiny_cnn, host_target, level="fold-bn")
+    channels_last = tasks.extract(tiny_cnn, host_target, level="nhwc")
+    nchw, oihw = _conv_shapes(folded, 0), _conv_shapes(folded, 1)
+    nhwc, hwio = _conv_shapes(channels_last, 0), _conv_shapes(channels_last, 1)
     assert sorted(s[1] for s in nchw) == [3, 16]
     assert sorted(s[-1] for s in nhwc) == [3, 16]
     assert all(s[1] == s[2] for s in nhwc)  # square spatial dims now in the middle
+    assert sorted(s[0] for s in oihw) == [16, 32]
+    assert sorted(s[-1] for s in hwio) == [16, 32]  # output channels innermost in the weights too
 
 
 def test_fold_bn_removes_the_batch_norm_tasks(tiny_cnn, host_target):

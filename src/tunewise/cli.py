@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--cost-model", help="what ranks candidates: xgb (default), rfei (AdaTune)")
     tune.add_argument("--no-share", action="store_true",
                       help="tune every task alone (default: tasks with the same convolution/matmul share schedules)")
-    tune.add_argument("--graph-level", help="graph passes: none, decompose, fold-bn (default), nhwc")
+    tune.add_argument("--graph-level", help="graph passes: none, decompose, fold-bn, nhwc (default)")
     tune.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                       help="shape of an ONNX input with dynamic dimensions")
     tune.add_argument("--output", "-o", help="artifact folder (default tunewise-out/MODEL)")

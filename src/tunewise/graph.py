@@ -1,17 +1,19 @@
 """Graph-level passes, shared by task extraction and compilation so tuned records always apply.
 
 :func:`optimize` runs the graph-level passes of a level on the imported Relax module (batch-norm folding,
-decomposition for inference); its output is the module both extracted from and compiled. The fusion passes
-that follow (:func:`fusion_passes`) are exactly those ``compile_relax`` runs before it applies the database:
-extraction runs the same list on the same module, so the workloads hash the same on both sides.
+decomposition for inference, and at the default level ``nhwc`` convolutions moved to NHWC data and HWIO
+weights, so that output channels are innermost for the search to vectorise over); its output is the module
+both extracted from and compiled. The fusion passes that follow (:func:`fusion_passes`) are exactly those
+``compile_relax`` runs before it applies the database: extraction runs the same list on the same module, so
+the workloads hash the same on both sides.
 """
 
 from __future__ import annotations
 
 from tunewise.errors import InputError
 
-LEVELS = ("none", "decompose", "fold-bn", "nhwc", "hwio")
-DEFAULT_LEVEL = "fold-bn"
+LEVELS = ("none", "decompose", "fold-bn", "nhwc")
+DEFAULT_LEVEL = "nhwc"
 
 
 def _graph_passes(level: str) -> list:
@@ -25,10 +27,7 @@ def _graph_passes(level: str) -> list:
                relax.transform.DecomposeOpsForInference(), relax.transform.FoldConstant()]
     if level == "fold-bn":
         return fold_bn
-    if level == "nhwc":  # channels innermost, for the search to vectorise over (bench/graph_levels.py)
-        return [*fold_bn, relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]}),
-                relax.transform.FoldConstant()]
-    if level == "hwio":
+    if level == "nhwc":  # output channels innermost in data and weights: the search vectorises over them
         return [*fold_bn, relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]}),
                 relax.transform.FoldConstant()]
     raise InputError(f"unknown graph level {level!r}; choose one of: {', '.join(LEVELS)}")
