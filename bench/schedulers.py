@@ -205,6 +205,8 @@ def main() -> None:
             json.dump(results, f, indent=1)
         plot(results, args.model, args.out + ".png")
 
+    if args.keep_stores:
+        os.makedirs(args.keep_stores, exist_ok=True)
     if args.merge:
         with open(args.merge) as f:
             earlier = json.load(f)
