@@ -13,7 +13,8 @@ import pytest
 pytestmark = pytest.mark.tvm
 
 
-def _python(code: str) -> str:
+def _python(code: str) -> list[str]:
+    """Run ``code`` in a fresh interpreter; the words it printed."""
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

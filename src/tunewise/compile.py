@@ -20,7 +20,6 @@ import numpy as np
 
 from tunewise import tvm_env
 from tunewise.errors import InputError, VerificationError
-from tunewise.target import num_cores
 
 METADATA = "metadata.json"
 LIBRARY = "model.so"
@@ -76,8 +75,7 @@ class CompiledModel:
         self.target = target
         self.metadata = dict(metadata or {})
         self.device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
-        if target.kind.name == "llvm":
-            tvm_env.use_threads(num_cores(target))
+        tvm_env.use_target_threads(target)
         self.vm = relax.VirtualMachine(executable, self.device)
 
     def _to_device(self, inputs):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from tunewise import runners, tvm_env
 from tunewise.errors import message_line
-from tunewise.target import device_type, num_cores
+from tunewise.target import device_type
 
 BUILD_ERROR, RUN_ERROR, TIMEOUT = "build", "run", "timeout"
 
@@ -129,8 +129,7 @@ class Measurer:
         from tvm.s_tir.meta_schedule.runner import LocalRunner
 
         self.target = target
-        if target.kind.name == "llvm":
-            tvm_env.use_threads(num_cores(target))  # before the runner starts its worker
+        tvm_env.use_target_threads(target)  # before the runner starts its worker
         self.config = config or MeasureConfig()
         self.evaluator = runners.create(evaluator)
         self.builder = BuilderPool(self.config.builder_workers, self.config.build_timeout, scratch)

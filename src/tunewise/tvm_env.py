@@ -8,7 +8,7 @@ ROCm target it imports the real package, as the stock path does.
 
 TVM's CPU runtime runs a kernel's parallel loops on ``TVM_NUM_THREADS`` threads, and without it on half the
 logical CPUs (it assumes two hyper-threads a core): one thread on a 2-core VM, where PyTorch uses two.
-:func:`use_threads` gives kernels the target's ``num-cores`` threads, in this process and in the measuring
+:func:`use_target_threads` gives kernels the target's ``num-cores`` threads, in this process and in the measuring
 workers it starts afterwards.
 """
 
@@ -21,6 +21,8 @@ import sys
 import tempfile
 import types
 import warnings
+
+from tunewise.target import num_cores
 
 _INTRIN_PACKAGE = "tvm.s_tir.tensor_intrin"
 _HOST_INTRINSICS = {"x86_64": ("x86",), "AMD64": ("x86",), "aarch64": ("arm_cpu",), "arm64": ("arm_cpu",)}
@@ -55,6 +57,13 @@ def use_threads(count: int) -> None:
     if tvm.runtime.num_threads() != count:
         warnings.warn(f"TVM kernels in this process keep {tvm.runtime.num_threads()} threads: they ran before "
                       f"{count} were asked for", RuntimeWarning, stacklevel=2)
+
+
+def use_target_threads(target) -> None:
+    """For a CPU (``llvm``) target, :func:`use_threads` with its ``num-cores``; other targets' kernels do not
+    run on TVM's CPU thread pool."""
+    if target.kind.name == "llvm":
+        use_threads(num_cores(target))
 
 
 def build_candidate(mod, target, params=None):
