@@ -18,6 +18,11 @@ latencies. The sequential scheduler gets a per-task budget of ``ceil(trials / ta
 ``--merge`` keeps the runs of an earlier invocation (each run is independent; each invocation measures its
 own default latencies, so curves from two invocations start from slightly different estimates).
 
+Each run's compiled model is timed when the run ends (``compiled_latency``) and, once all runs of the
+invocation are done, again in ``--retime-rounds`` rounds that time every model in turn
+(``compiled_latency_retimed``, the median): the runs take minutes each, and a single timing taken at the end
+of each one compares models timed in different spells of the machine.
+
 Writes ``OUT.json`` (curves, final compiled latencies, trials per minute, time to reach within 5 % of the
 best final estimate) and ``OUT.png``.
 """
@@ -58,8 +63,8 @@ def onnxruntime_latency(model, inputs, repeat: int = 30) -> float:
     return statistics.median(samples)
 
 
-def compiled_latency(model, database=None, *, apply_all: bool = False) -> float:
-    """Median latency of the model compiled with ``database`` (after an output check)."""
+def compile_model(model, database=None, *, apply_all: bool = False) -> compiler.CompiledModel:
+    """The model compiled with ``database``, its outputs checked against the reference."""
     from tvm.s_tir import meta_schedule as ms
 
     if apply_all:  # stock: every task's best record, as compile_relax does
@@ -68,10 +73,21 @@ def compiled_latency(model, database=None, *, apply_all: bool = False) -> float:
         executable = compiler.build(model, database)
     compiled = compiler.CompiledModel(executable, model.target)
     compiler.verify(compiled, model.inputs, model.reference_outputs)
-    return compiled.time(*model.inputs, repeat=10).median
+    return compiled
 
 
-def run_ours(model, name: str, trials: int, measurer, seed: int, keep: str | None, share: bool) -> dict:
+def retime(compiled: dict[str, compiler.CompiledModel], inputs, rounds: int) -> dict[str, float]:
+    """Each model's median latency over ``rounds`` rounds that time every model in turn (10 repeats each),
+    so that a slow spell of the machine hits them all alike rather than whichever ran then."""
+    samples: dict[str, list[float]] = {name: [] for name in compiled}
+    for _ in range(rounds):
+        for name, model in compiled.items():
+            samples[name].append(model.time(*inputs, repeat=10).median)
+    return {name: statistics.median(xs) for name, xs in samples.items()}
+
+
+def run_ours(model, name: str, trials: int, measurer, seed: int, keep: str | None, share: bool,
+             compiled: dict) -> dict:
     per_task = math.ceil(trials / len(model.tasks)) if name == "sequential" else None
     # every run tunes from an empty database: in memory, or a new file in the folder ``keep``
     url = "sqlite://"
@@ -93,10 +109,16 @@ def run_ours(model, name: str, trials: int, measurer, seed: int, keep: str | Non
             "tasks_tuned": len({e.task for e in events}),
             "trials_per_minute": 60 * final.trials / final.elapsed,
             "final_estimate": final.estimated_latency(),
-            "compiled_latency": compiled_latency(model, loop.database)}
+            "compiled_latency": timed(compiled, name, compile_model(model, loop.database), model.inputs)}
 
 
-def run_stock(model, trials: int, config: measure.MeasureConfig, seed: int) -> dict:
+def timed(compiled: dict, name: str, model: compiler.CompiledModel, inputs) -> float:
+    """``model``'s median latency now; it is also kept in ``compiled`` under ``name`` for :func:`retime`."""
+    compiled[name] = model
+    return model.time(*inputs, repeat=10).median
+
+
+def run_stock(model, trials: int, config: measure.MeasureConfig, seed: int, compiled: dict) -> dict:
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
@@ -140,7 +162,8 @@ def run_stock(model, trials: int, config: measure.MeasureConfig, seed: int) -> d
                 "failures": sum(1 for r in records if not r.run_secs or min(float(x) for x in r.run_secs) >= 1e9),
                 "tuning_seconds": elapsed, "tasks_tuned": len(tuned),
                 "trials_per_minute": 60 * len(records) / elapsed, "final_estimate": estimate(),
-                "compiled_latency": compiled_latency(model, database, apply_all=True)}
+                "compiled_latency": timed(compiled, "stock-gradient", compile_model(model, database, apply_all=True),
+                                          model.inputs)}
 
 
 def time_to_reach(curve, goal: float) -> float | None:
@@ -179,6 +202,8 @@ def main() -> None:
     parser.add_argument("--level", default=graph.DEFAULT_LEVEL, help="graph level (tunewise.graph.LEVELS)")
     parser.add_argument("--out", default="bench/results/schedulers")
     parser.add_argument("--keep-stores", metavar="DIR", help="keep each run of ours in DIR/MODEL-NAME-TIME.db")
+    parser.add_argument("--retime-rounds", type=int, default=5,
+                        help="after the runs, time this invocation's compiled models in turn this many rounds (0: no)")
     parser.add_argument("--merge", help="a JSON from an earlier invocation whose runs are kept (same model)")
     args = parser.parse_args()
 
@@ -194,7 +219,7 @@ def main() -> None:
     model = tasks.extract(imported, target, level=args.level, measurer=measurer)
     results["tasks"] = [{"name": t.name, "weight": t.weight, "flops": t.flops, "default_latency": t.default_latency}
                         for t in model.tasks]
-    results["untuned_compiled_latency"] = compiled_latency(model)
+    results["untuned_compiled_latency"] = compile_model(model).time(*model.inputs, repeat=10).median
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
 
     def save() -> None:
@@ -215,9 +240,11 @@ def main() -> None:
                                                                                      args.level):
             raise SystemExit(f"{args.merge} is for another model, budget or graph level")
         results["runs"].update(earlier["runs"])
-    runs = [] if args.no_stock else [("stock-gradient", lambda: run_stock(model, args.trials, config, args.seed))]
+    compiled: dict[str, compiler.CompiledModel] = {}
+    runs = [] if args.no_stock else [("stock-gradient", lambda: run_stock(model, args.trials, config, args.seed,
+                                                                         compiled))]
     runs += [(name, lambda n=name: run_ours(model, n, args.trials, measurer, args.seed, args.keep_stores,
-                                            not args.no_share))
+                                            not args.no_share, compiled))
              for name in args.schedulers.split(",") if name]
     if args.merge:
         rerun = {name for name, _ in runs}
@@ -231,6 +258,13 @@ def main() -> None:
             continue
         save()
         print(name, {k: v for k, v in results["runs"][name].items() if k != "curve"}, flush=True)
+    if len(compiled) > 1 and args.retime_rounds:
+        results["retimed"] = {"rounds": args.retime_rounds, **retime(compiled, model.inputs, args.retime_rounds)}
+        for name, latency in results["retimed"].items():
+            if name in results["runs"]:
+                results["runs"][name]["compiled_latency_retimed"] = latency
+        save()
+        print("re-timed in turn:", results["retimed"], flush=True)
     measurer.close()
 
 
