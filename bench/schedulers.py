@@ -86,8 +86,8 @@ def retime(compiled: dict[str, compiler.CompiledModel], inputs, rounds: int) -> 
     return {name: statistics.median(xs) for name, xs in samples.items()}
 
 
-def run_ours(model, name: str, trials: int, measurer, seed: int, keep: str | None, share: bool,
-             compiled: dict) -> dict:
+def run_ours(model, name: str, trials: int, measurer, seed: int, keep: str | None,
+             share: bool) -> tuple[dict, compiler.CompiledModel]:
     per_task = math.ceil(trials / len(model.tasks)) if name == "sequential" else None
     # every run tunes from an empty database: in memory, or a new file in the folder ``keep``
     url = "sqlite://"
@@ -108,17 +108,10 @@ def run_ours(model, name: str, trials: int, measurer, seed: int, keep: str | Non
             "measure_seconds": sum(e.measure_seconds for e in events),
             "tasks_tuned": len({e.task for e in events}),
             "trials_per_minute": 60 * final.trials / final.elapsed,
-            "final_estimate": final.estimated_latency(),
-            "compiled_latency": timed(compiled, name, compile_model(model, loop.database), model.inputs)}
+            "final_estimate": final.estimated_latency()}, compile_model(model, loop.database)
 
 
-def timed(compiled: dict, name: str, model: compiler.CompiledModel, inputs) -> float:
-    """``model``'s median latency now; it is also kept in ``compiled`` under ``name`` for :func:`retime`."""
-    compiled[name] = model
-    return model.time(*inputs, repeat=10).median
-
-
-def run_stock(model, trials: int, config: measure.MeasureConfig, seed: int, compiled: dict) -> dict:
+def run_stock(model, trials: int, config: measure.MeasureConfig, seed: int) -> tuple[dict, compiler.CompiledModel]:
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
@@ -161,9 +154,8 @@ def run_stock(model, trials: int, config: measure.MeasureConfig, seed: int, comp
         return {"curve": curve, "trials": len(records),
                 "failures": sum(1 for r in records if not r.run_secs or min(float(x) for x in r.run_secs) >= 1e9),
                 "tuning_seconds": elapsed, "tasks_tuned": len(tuned),
-                "trials_per_minute": 60 * len(records) / elapsed, "final_estimate": estimate(),
-                "compiled_latency": timed(compiled, "stock-gradient", compile_model(model, database, apply_all=True),
-                                          model.inputs)}
+                "trials_per_minute": 60 * len(records) / elapsed,
+                "final_estimate": estimate()}, compile_model(model, database, apply_all=True)
 
 
 def time_to_reach(curve, goal: float) -> float | None:
@@ -240,18 +232,18 @@ def main() -> None:
                                                                                      args.level):
             raise SystemExit(f"{args.merge} is for another model, budget or graph level")
         results["runs"].update(earlier["runs"])
-    compiled: dict[str, compiler.CompiledModel] = {}
-    runs = [] if args.no_stock else [("stock-gradient", lambda: run_stock(model, args.trials, config, args.seed,
-                                                                         compiled))]
+    runs = [] if args.no_stock else [("stock-gradient", lambda: run_stock(model, args.trials, config, args.seed))]
     runs += [(name, lambda n=name: run_ours(model, n, args.trials, measurer, args.seed, args.keep_stores,
-                                            not args.no_share, compiled))
+                                            not args.no_share))
              for name in args.schedulers.split(",") if name]
     if args.merge:
         rerun = {name for name, _ in runs}
         results["merged_from"] = {name: args.merge for name in earlier["runs"] if name not in rerun}
+    compiled: dict[str, compiler.CompiledModel] = {}  # this invocation's models, for the re-timing
     for name, run in runs:
         try:
-            results["runs"][name] = run()
+            results["runs"][name], compiled[name] = run()
+            results["runs"][name]["compiled_latency"] = compiled[name].time(*model.inputs, repeat=10).median
         except Exception as err:  # keep the other runs' results; say which one failed and why
             results.setdefault("errors", {})[name] = f"{type(err).__name__}: {err}"
             print(name, "failed:", results["errors"][name], flush=True)

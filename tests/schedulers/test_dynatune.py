@@ -61,7 +61,7 @@ def test_every_task_is_tried_once_before_any_gets_a_second_slot(cls):
     scheduler = cls(seed=0, **FAST)
     assert scheduler.next(snapshot(heavy, tiny, small)) == 2
     assert scheduler.next(snapshot(heavy, tiny, task(2, [20.0]))) == 1
-    # once all are tried the beliefs decide: the climbing heavy task, not the flat light one
+    # once all are tried the beliefs decide: the climbing heavy task, not the flat light ones
     flat = [task(k, FLAT) for k in (1, 2)]
     picks = [scheduler.next(snapshot(heavy, *flat)) for _ in range(10)]
     assert picks.count(0) >= 9

@@ -11,7 +11,7 @@ and differ in how they choose from the rewards (UCB, epsilon-greedy, softmax).
   shed so far (the median; all of it before any task is tuned). So the heaviest tasks go first, where the
   paper's order spends the first slots of a Transformer on a dozen reshapes worth microseconds
   (``bench/replay.py``), and every task is tried: without a warm-up (the prior competing with the beliefs
-  of tuned tasks, as in session 4) a Transformer run of 600 trials never tried 14 of its 23 tasks, one of
+  of tuned tasks, the rule before this one) a Transformer run of 600 trials never tried 14 of its 23 tasks, one of
   them 0.9 % of the model and 96 % sheddable, while converged matmuls kept their slots. A task that has had
   slots but no valid result scores nothing and gets slots only from the exploration term.
 - Belief: each live task's best-so-far throughput after each of its slots, ``flops / best``, normalised
