@@ -14,9 +14,12 @@ ahead (see :class:`tunewise.replay.Oracle`).
 
 For each seed, the goal is the best reachable model latency (each task at its best recorded trial); the
 table gives each scheduler's time to come within 5 % and 1 % of it (median over seeds [min-max]; "-" when
-not reached) and the ratio of its median to gradient's and to the oracle's (below 1 is faster). Writes
-``OUT.json`` (settings, per-seed curves and times, summary) and ``OUT.png`` (model latency over the best
-reachable against tuning time, median over seeds).
+not reached) and the ratio of its median to gradient's, to the oracle's and to the clairvoyant bound's
+(below 1 is faster). The bound (:func:`tunewise.replay.fastest_allocation`, last row) is the recorded
+cost of the cheapest whole-slot prefixes that reach the goal: no scheduler reaches it sooner, so gradient's
+time over the bound's is the most any scheduler could gain on gradient. Writes ``OUT.json`` (settings,
+per-seed curves and times, bounds, summary) and ``OUT.png`` (model latency over the best reachable against
+tuning time, median over seeds, the bound's median times marked on the goal lines).
 """
 
 from __future__ import annotations
@@ -65,6 +68,18 @@ def run_all(trace: rp.Trace, names: list[str], args) -> dict:
     return runs
 
 
+def bounds(trace: rp.Trace, args) -> list[dict]:
+    """Per seed, :func:`tunewise.replay.fastest_allocation` for each goal: its seconds and trials per task."""
+    out = []
+    for seed in range(trace.seeds):
+        best = trace.best_reachable(seed)
+        found = {g: rp.fastest_allocation(trace, (1 + g) * best, seed_index=seed, trials_per_slot=args.trials_per_slot)
+                 for g in GOALS}
+        out.append({"seed": seed, **{f"time_to_{round(100 * g)}pct": a.seconds for g, a in found.items()},
+                    **{f"trials_to_{round(100 * g)}pct": list(a.trials) for g, a in found.items()}})
+    return out
+
+
 def spread(values: list[float | None]) -> dict:
     """Median, min and max, counting "never" (``None``) as infinitely late, and reported as ``None``."""
     xs = sorted(math.inf if v is None else v for v in values)
@@ -72,13 +87,15 @@ def spread(values: list[float | None]) -> dict:
             for k, v in (("median", statistics.median(xs)), ("min", xs[0]), ("max", xs[-1]))}
 
 
-def summarise(runs: dict) -> dict:
-    summary = {name: {key: spread([r[key] for r in seeds]) for key in (f"time_to_{round(100 * g)}pct" for g in GOALS)}
-               for name, seeds in runs.items()}
+def summarise(runs: dict, bound: list[dict]) -> dict:
+    keys = [f"time_to_{round(100 * g)}pct" for g in GOALS]
+    summary = {name: {key: spread([r[key] for r in seeds]) for key in keys} for name, seeds in runs.items()}
     for name, s in summary.items():
         s["decision_ms_per_slot"] = 1e3 * sum(r["decision_seconds"] for r in runs[name]) / max(
             sum(r["slots"] for r in runs[name]), 1)
-        for ref in ("gradient", "oracle"):
+    summary["bound"] = {key: spread([b[key] for b in bound]) for key in keys}
+    for s in summary.values():
+        for ref in ("gradient", "oracle", "bound"):
             if ref in summary:
                 s[f"vs_{ref}"] = {key: _ratio(s[key]["median"], summary[ref][key]["median"])
                                   for key in s if key.startswith("time_to")}
@@ -99,19 +116,21 @@ def table(summary: dict) -> str:
     def ratio(x: float | None) -> str:
         return "-" if x is None else f"{x:.2f}"
 
+    def ratios(s: dict, ref: str) -> str:
+        vs = s.get(f"vs_{ref}", {})
+        return ratio(vs.get("time_to_5pct")) + "/" + ratio(vs.get("time_to_1pct"))
+
     head = (f"{'scheduler':18s} {'to 5 % (s)':>18s} {'to 1 % (s)':>18s} {'x gradient':>12s} {'x oracle':>12s}"
-            f" {'decide ms/slot':>15s}")
+            f" {'x bound':>12s} {'decide ms/slot':>15s}")
     lines = [head, "-" * len(head)]
     for name, s in summary.items():
-        vs_g, vs_o = s.get("vs_gradient", {}), s.get("vs_oracle", {})
+        decide = f"{s['decision_ms_per_slot']:15.2f}" if "decision_ms_per_slot" in s else f"{'-':>15s}"
         lines.append(f"{name:18s} {fmt(s['time_to_5pct']):>18s} {fmt(s['time_to_1pct']):>18s} "
-                     f"{ratio(vs_g.get('time_to_5pct')) + '/' + ratio(vs_g.get('time_to_1pct')):>12s} "
-                     f"{ratio(vs_o.get('time_to_5pct')) + '/' + ratio(vs_o.get('time_to_1pct')):>12s} "
-                     f"{s['decision_ms_per_slot']:15.2f}")
+                     f"{ratios(s, 'gradient'):>12s} {ratios(s, 'oracle'):>12s} {ratios(s, 'bound'):>12s} {decide}")
     return "\n".join(lines)
 
 
-def plot(trace: rp.Trace, runs: dict, path: str) -> None:
+def plot(trace: rp.Trace, runs: dict, summary: dict, path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -131,6 +150,9 @@ def plot(trace: rp.Trace, runs: dict, path: str) -> None:
                 linestyle="--" if name.startswith("oracle") else "-")
     for goal in GOALS:
         ax.axhline(1 + goal, color="grey", linewidth=0.8, linestyle=":")
+        at = summary["bound"][f"time_to_{round(100 * goal)}pct"]["median"]
+        ax.plot([at], [1 + goal], marker="|", markersize=14, color="black",
+                label="clairvoyant bound" if goal == GOALS[0] else None)
     ax.set_xlabel("tuning time (s, replayed)")
     ax.set_ylabel("model latency / best reachable (median over seeds)")
     ax.set_yscale("log")
@@ -159,14 +181,15 @@ def main() -> None:
     trace = rp.Trace.load(args.trace)
     out = args.out or os.path.join("bench", "results", f"{trace.model}-replay")
     runs = run_all(trace, args.schedulers.split(","), args)
-    summary = summarise(runs)
+    bound = bounds(trace, args)
+    summary = summarise(runs, bound)
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     with open(out + ".json", "w") as f:
         json.dump({"trace": args.trace, "model": trace.model, "meta": trace.meta,
                    "settings": {k: v for k, v in vars(args).items() if k != "trace"},
                    "best_reachable": [trace.best_reachable(s) for s in range(trace.seeds)],
-                   "summary": summary, "runs": runs}, f, indent=1)
-    plot(trace, runs, out + ".png")
+                   "bounds": bound, "summary": summary, "runs": runs}, f, indent=1)
+    plot(trace, runs, summary, out + ".png")
     print(table(summary))
     print(f"wrote {out}.json and {out}.png")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 
@@ -9,10 +10,12 @@ import pytest
 
 from tunewise import schedulers
 from tunewise.replay import (
+    Allocation,
     Oracle,
     TaskRun,
     Trace,
     TraceTask,
+    fastest_allocation,
     replay,
     synthetic,
     time_to_reach,
@@ -184,6 +187,52 @@ def test_the_oracle_can_look_past_a_flat_slot():
 def test_the_oracle_rejects_a_bad_lookahead():
     with pytest.raises(ValueError, match="lookahead"):
         Oracle(trace=diminishing_returns(), seed_index=0, lookahead=0)
+
+
+# ---- the clairvoyant bound ------------------------------------------------------------------------------
+
+
+def test_the_fastest_allocation_is_the_cheapest_of_all_whole_slot_prefixes():
+    trace = synthetic(n_tasks=3, trials=40, seeds=1, seed=4)
+    runs, tasks = trace.runs[0], trace.tasks
+
+    def outcome(trials):
+        cost = sum(sum(r.costs[:n]) for r, n in zip(runs, trials, strict=True))
+        latency = sum(t.weight * min([t.default_latency, *r.latencies[:n]]) for t, r, n in zip(tasks, runs, trials,
+                                                                                              strict=True))
+        return cost, latency
+
+    everything = [outcome(trials) for trials in itertools.product((0, 16, 32, 40), repeat=3)]
+    best = trace.best_reachable(0)
+    for goal in (1.5 * best, 1.05 * best, 1.01 * best, best):
+        found = fastest_allocation(trace, goal, seed_index=0)
+        cheapest = min(cost for cost, latency in everything if latency <= goal)
+        assert found.seconds == pytest.approx(cheapest, rel=1e-12)
+        assert outcome(found.trials) == pytest.approx((found.seconds, found.latency), rel=1e-12)
+        assert found.latency <= goal
+    assert fastest_allocation(trace, 0.99 * best, seed_index=0) is None
+    untuned = sum(t.weight * t.default_latency for t in tasks)
+    assert fastest_allocation(trace, untuned, seed_index=0) == Allocation((0, 0, 0), 0.0, untuned)
+
+
+def test_no_scheduler_reaches_a_goal_before_the_fastest_allocation():
+    trace = synthetic(n_tasks=6, trials=96, seeds=2, seed=1)
+    for seed_index in range(trace.seeds):
+        best = trace.best_reachable(seed_index)
+        bounds = {g: fastest_allocation(trace, (1 + g) * best, seed_index=seed_index).seconds
+                  for g in (0.2, 0.05, 0.01)}
+        contenders = [Oracle(trace=trace, seed_index=seed_index), Oracle(trace=trace, seed_index=seed_index,
+                                                                         lookahead=None)]
+        contenders += [schedulers.create_seeded(name, seed_index) for name in ("round-robin", "flops", "gradient")]
+        for scheduler in contenders:
+            run = replay(trace, scheduler, seed_index=seed_index, decision_cost=0.0)
+            for goal, bound in bounds.items():
+                assert time_to_within(run.history, best, goal) >= bound - 1e-9, (scheduler, goal)
+
+
+def test_the_fastest_allocation_rejects_a_bad_slot_size():
+    with pytest.raises(ValueError, match="trials_per_slot"):
+        fastest_allocation(diminishing_returns(), 1.0, seed_index=0, trials_per_slot=0)
 
 
 # ---- metrics, traces and files --------------------------------------------------------------------------

@@ -275,6 +275,62 @@ class Oracle(TaskScheduler):
         return live[max(range(len(live)), key=lambda i: scores[i])].index
 
 
+@dataclass(frozen=True)
+class Allocation:
+    """Trials per task (each a prefix of the task's recorded run), what they cost in recorded seconds, and
+    the model latency they reach."""
+
+    trials: tuple[int, ...]
+    seconds: float
+    latency: float
+
+
+def fastest_allocation(trace: Trace, goal: float, *, seed_index: int, trials_per_slot: int = 16) -> Allocation | None:
+    """The cheapest way to bring the model latency down to ``goal`` on ``trace.runs[seed_index]``, in hindsight.
+
+    A scheduler in :func:`replay` can only hold, after each slot, a prefix of every task's recorded run made
+    of whole slots (``trials_per_slot`` trials, fewer at the run's end), and it reaches ``goal`` no sooner
+    than the recorded cost of such prefixes whose model latency is at most ``goal``. This finds the cheapest
+    of them exactly, so its ``seconds`` is a lower bound on any scheduler's :func:`time_to_reach` (without
+    a budget that cuts a slot short, and before the scheduler's own decision time), oracles included: the
+    most any scheduler could gain. ``None`` if even every recorded trial does not reach ``goal``.
+
+    Choosing prefixes is a multiple-choice knapsack; it is solved by merging the tasks' (cost, latency)
+    choices one task at a time and keeping only the Pareto front, less the points that cannot reach
+    ``goal`` even if every task still to come got its best recorded trial.
+    """
+    if trials_per_slot <= 0:
+        raise ValueError(f"trials_per_slot must be positive, got {trials_per_slot}")
+    choices = [_prefix_choices(t, r, trials_per_slot) for t, r in zip(trace.tasks, trace.runs[seed_index], strict=True)]
+    floor_after = np.cumsum([min(latency) for _, _, latency in choices][::-1])[::-1]  # best of tasks k.. at once
+    floor_after = np.append(floor_after, 0.0)
+    cost, latency = np.zeros(1), np.zeros(1)
+    picks = np.zeros((1, 0), dtype=int)
+    for k, (trials, c, lat) in enumerate(choices):
+        cost = (cost[:, None] + c[None, :]).ravel()
+        latency = (latency[:, None] + lat[None, :]).ravel()
+        picks = np.concatenate([np.repeat(picks, len(trials), axis=0),
+                                np.tile(trials, len(picks))[:, None]], axis=1)
+        keep = latency + floor_after[k + 1] <= goal
+        order = np.lexsort((latency[keep], cost[keep]))
+        cost, latency, picks = cost[keep][order], latency[keep][order], picks[keep][order]
+        front = latency < np.minimum.accumulate(np.append(np.inf, latency))[:-1]
+        cost, latency, picks = cost[front], latency[front], picks[front]
+        if cost.size == 0:
+            return None
+    return Allocation(tuple(int(n) for n in picks[0]), float(cost[0]), float(latency[0]))
+
+
+def _prefix_choices(task: TraceTask, run: TaskRun, trials_per_slot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A task's choices in :func:`fastest_allocation`: trials after 0, 1, 2... whole slots, their recorded
+    cost, and the weighted latency the task then has."""
+    n = len(run.latencies)
+    trials = np.unique(np.minimum(np.arange(0, n + trials_per_slot, trials_per_slot), n))
+    cost = np.concatenate([[0.0], np.cumsum(run.costs)])[trials]
+    best = np.minimum.accumulate(np.concatenate([[task.default_latency], run.latencies]))[trials]
+    return trials, cost, task.weight * best
+
+
 def time_to_reach(history, goal: float) -> float | None:
     """The first elapsed time at which the model latency in ``history`` (``(elapsed, latency)`` pairs, in
     time order) is at most ``goal``; ``None`` if it never is."""
