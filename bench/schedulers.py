@@ -21,7 +21,10 @@ own default latencies, so curves from two invocations start from slightly differ
 Each run's compiled model is timed when the run ends (``compiled_latency``) and, once all runs of the
 invocation are done, again in ``--retime-rounds`` rounds that time every model in turn
 (``compiled_latency_retimed``, the median): the runs take minutes each, and a single timing taken at the end
-of each one compares models timed in different spells of the machine.
+of each one compares models timed in different spells of the machine. Even in turn, models that live in one
+long process are not timed alike on the 2-core VM: the same records compiled again in a new process ranked
+two runs the other way round. With ``--keep-stores`` every compiled model is also saved as an artifact, and
+``bench/time_artifacts.py`` times artifacts in fresh processes.
 
 Writes ``OUT.json`` (curves, final compiled latencies, trials per minute, time to reach within 5 % of the
 best final estimate) and ``OUT.png``.
@@ -193,7 +196,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--level", default=graph.DEFAULT_LEVEL, help="graph level (tunewise.graph.LEVELS)")
     parser.add_argument("--out", default="bench/results/schedulers")
-    parser.add_argument("--keep-stores", metavar="DIR", help="keep each run of ours in DIR/MODEL-NAME-TIME.db")
+    parser.add_argument("--keep-stores", metavar="DIR", help="keep each run of ours in DIR/MODEL-NAME-TIME.db and "
+                        "every run's compiled model as an artifact folder DIR/MODEL-seedS-NAME-TIME")
     parser.add_argument("--retime-rounds", type=int, default=5,
                         help="after the runs, time this invocation's compiled models in turn this many rounds (0: no)")
     parser.add_argument("--merge", help="a JSON from an earlier invocation whose runs are kept (same model)")
@@ -244,6 +248,9 @@ def main() -> None:
         try:
             results["runs"][name], compiled[name] = run()
             results["runs"][name]["compiled_latency"] = compiled[name].time(*model.inputs, repeat=10).median
+            if args.keep_stores:  # for bench/time_artifacts.py, which times each in fresh processes
+                results["runs"][name]["artifact"] = compiled[name].save(os.path.join(
+                    args.keep_stores, f"{args.model}-seed{args.seed}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"))
         except Exception as err:  # keep the other runs' results; say which one failed and why
             results.setdefault("errors", {})[name] = f"{type(err).__name__}: {err}"
             print(name, "failed:", results["errors"][name], flush=True)

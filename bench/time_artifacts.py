@@ -1,0 +1,79 @@
+"""Benchmark: the latency of compiled artifacts, each timed in a fresh process, all of them in turn.
+
+On the 2-core VM a compiled model's latency depends on the process it lives in as much as on its
+schedules: in one ``bench/schedulers.py`` invocation two runs' models timed 5.87 and 6.68 ms in turn, and
+the same records compiled again in a new process timed 5.70 and 5.43 ms. So each round here starts one
+Python process per artifact, in turn, that loads it, runs it ``--warmup`` times and reports the median of
+``--repeat`` timed repeats (:meth:`tunewise.compile.CompiledModel.time`); an artifact's latency is its
+median over ``--rounds`` rounds. The inputs are the zoo model's seeded example inputs (``--model``,
+``--seed``), as in the run that compiled it::
+
+    .venv/bin/python bench/time_artifacts.py --model transformer --seed 4 DIR/transformer-seed4-* \\
+        --out bench/results/transformer-artifacts-seed4
+
+Writes ``OUT.json`` (every sample, and the median, min and max per artifact) when ``--out`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+
+def child(path: str, model: str, seed: int, warmup: int, repeat: int) -> None:
+    """Load ``path``, time it, print its median latency in seconds (the only line on stdout)."""
+    from tunewise import compile as compiler
+    from tunewise import zoo
+
+    compiled = compiler.load(path)
+    inputs = [t.numpy() for t in zoo.get(model, seed=seed)[1]]
+    for _ in range(warmup):
+        compiled(*inputs)
+    print(compiled.time(*inputs, repeat=repeat).median)
+
+
+def time_in_fresh_process(path: str, args) -> float:
+    out = subprocess.run([sys.executable, __file__, "--child", path, "--model", args.model, "--seed", str(args.seed),
+                          "--warmup", str(args.warmup), "--repeat", str(args.repeat)],
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("artifacts", nargs="*", help="artifact folders (tunewise.compile.CompiledModel.save)")
+    parser.add_argument("--model", required=True, help="the zoo model they compile (for its example inputs)")
+    parser.add_argument("--seed", type=int, default=0, help="the zoo seed of the inputs")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=10, help="timed repeats of at least 200 ms each")
+    parser.add_argument("--out")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.model, args.seed, args.warmup, args.repeat)
+        return
+    if not args.artifacts:
+        parser.error("no artifact given")
+    samples: dict[str, list[float]] = {path: [] for path in args.artifacts}
+    for r in range(args.rounds):
+        for path in args.artifacts:
+            samples[path].append(time_in_fresh_process(path, args))
+        print(f"round {r + 1}: " + ", ".join(f"{os.path.basename(p)} {1e3 * xs[-1]:.3f} ms"
+                                             for p, xs in samples.items()), flush=True)
+    summary = {path: {"median": statistics.median(xs), "min": min(xs), "max": max(xs)} for path, xs in samples.items()}
+    for path, s in summary.items():
+        print(f"{os.path.basename(path)}: {1e3 * s['median']:.3f} ms [{1e3 * s['min']:.3f}-{1e3 * s['max']:.3f}]")
+    if args.out:
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        with open(args.out + ".json", "w") as f:
+            json.dump({"settings": {k: v for k, v in vars(args).items() if k not in ("child", "artifacts")},
+                       "samples": samples, "summary": summary}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
