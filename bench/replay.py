@@ -10,7 +10,9 @@ trials per slot by default, the scheduler's seed = the seed index), until every 
 a real cost). ``sequential`` gets a per-task budget of ``ceil(budget / tasks)``, the budget being ``--trials``
 or every recorded trial, as AutoTVM did; ``--per-task`` and ``--patience`` apply to every scheduler.
 ``oracle`` is DynaTune's one-slot greedy oracle, ``oracle-lookahead`` the one that looks any number of slots
-ahead (see :class:`tunewise.replay.Oracle`).
+ahead (see :class:`tunewise.replay.Oracle`), ``oracle-other-seeds`` the one-slot greedy that reads the trace's
+other seeds instead of the replayed one (:class:`tunewise.replay.OtherSeedsOracle`: a perfect belief without
+foresight; left out, with a message, on a one-seed trace).
 
 For each seed, the goal is the best reachable model latency (each task at its best recorded trial); the
 table gives each scheduler's time to come within 5 % and 1 % of it (median over seeds [min-max]; "-" when
@@ -36,7 +38,7 @@ from tunewise import replay as rp
 from tunewise import schedulers
 
 SCHEDULERS = ["sequential", "round-robin", "random", "flops", "gradient", "dynatune", "dynatune-egreedy",
-              "dynatune-softmax", "oracle", "oracle-lookahead"]
+              "dynatune-softmax", "oracle", "oracle-lookahead", "oracle-other-seeds"]
 GOALS = (0.05, 0.01)
 
 
@@ -45,6 +47,8 @@ def build(name: str, trace: rp.Trace, seed: int):
         return rp.Oracle(trace=trace, seed_index=seed)
     if name == "oracle-lookahead":
         return rp.Oracle(trace=trace, seed_index=seed, lookahead=None)
+    if name == "oracle-other-seeds":
+        return rp.OtherSeedsOracle(trace=trace, seed_index=seed)
     return schedulers.create_seeded(name, seed)
 
 
@@ -53,6 +57,9 @@ def run_all(trace: rp.Trace, names: list[str], args) -> dict:
     budget = args.trials or recorded
     runs: dict[str, list[dict]] = {}
     for name in names:
+        if name == "oracle-other-seeds" and trace.seeds < 2:
+            print(f"{name}: left out, the trace has one seed", flush=True)
+            continue
         per_task = args.per_task or (math.ceil(budget / len(trace.tasks)) if name == "sequential" else None)
         runs[name] = []
         for seed in range(trace.seeds):

@@ -12,6 +12,7 @@ from tunewise import schedulers
 from tunewise.replay import (
     Allocation,
     Oracle,
+    OtherSeedsOracle,
     TaskRun,
     Trace,
     TraceTask,
@@ -189,6 +190,38 @@ def test_the_oracle_rejects_a_bad_lookahead():
         Oracle(trace=diminishing_returns(), seed_index=0, lookahead=0)
 
 
+def seeds_of(*seeds: list[tuple[list[float], list[float]]], weights=None, default: float = 10.0) -> Trace:
+    """Several seeds of the same tasks: ``seeds[s][k]`` is task ``k``'s latencies/costs in seed ``s``."""
+    weights = weights or [1] * len(seeds[0])
+    tasks = tuple(TraceTask(f"t{k}", w, 1e9, default) for k, w in enumerate(weights))
+    return Trace("test", tasks, tuple(tuple(TaskRun(tuple(lat), tuple(cost)) for lat, cost in runs) for runs in seeds))
+
+
+def test_the_other_seeds_oracle_scores_slots_by_the_other_seeds_only():
+    # In the replayed seed 0, task 0's first slot finds next to nothing and task 1's a lot; in the other seeds
+    # task 0 finds 9.0 or 7.0 (mean gain 2 for a mean cost of 1.5), and its second slot nothing more (mean cost 3).
+    trace = seeds_of([([9.9, 9.9, 9.9, 9.9], [1.0] * 4), ([5.0] * 4, [1.0] * 4)],
+                     [([9.0, 9.5, 9.9, 9.9], [1.0] * 4), ([9.0] * 4, [0.5] * 4)],
+                     [([7.0, 8.0, 9.9, 9.9], [0.5] * 4), ([9.0] * 2, [0.5] * 2)])
+    snap = Snapshot(replay(trace, Script(), seed_index=0).final.tasks, trials_per_slot=2)
+    believer = OtherSeedsOracle(trace=trace, seed_index=0, lookahead=None)
+    assert believer.rates(snap, snap.tasks[0]).tolist() == pytest.approx([2.0 / 1.5, 2.0 / 3.0])
+    # Task 1's run is two slots long in seed 0; seed 2's ended after one, so it brings nothing more.
+    assert believer.rates(snap, snap.tasks[1]).tolist() == pytest.approx([1.0 / 1.0, 1.0 / 1.5])
+    assert believer.next(snap) == 0
+    assert Oracle(trace=trace, seed_index=0).next(snap) == 1  # it sees seed 0
+    # With two seeds its rates are the other seed's oracle's.
+    pair = Trace("test", trace.tasks, trace.runs[:2])
+    for task in snap.tasks:
+        assert (OtherSeedsOracle(trace=pair, seed_index=0, lookahead=None).rates(snap, task).tolist()
+                == Oracle(trace=pair, seed_index=1).rates(snap, task)[:2].tolist())
+
+
+def test_the_other_seeds_oracle_needs_two_seeds():
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        OtherSeedsOracle(trace=diminishing_returns(), seed_index=0)
+
+
 # ---- the clairvoyant bound ------------------------------------------------------------------------------
 
 
@@ -222,7 +255,8 @@ def test_no_scheduler_reaches_a_goal_before_the_fastest_allocation():
         bounds = {g: fastest_allocation(trace, (1 + g) * best, seed_index=seed_index).seconds
                   for g in (0.2, 0.05, 0.01)}
         contenders = [Oracle(trace=trace, seed_index=seed_index), Oracle(trace=trace, seed_index=seed_index,
-                                                                         lookahead=None)]
+                                                                         lookahead=None),
+                      OtherSeedsOracle(trace=trace, seed_index=seed_index)]
         contenders += [schedulers.create_seeded(name, seed_index) for name in ("round-robin", "flops", "gradient")]
         for scheduler in contenders:
             run = replay(trace, scheduler, seed_index=seed_index, decision_cost=0.0)

@@ -250,17 +250,7 @@ class Oracle(TaskScheduler):
     def rates(self, snapshot: Snapshot, task: TaskView) -> np.ndarray:
         """``task``'s rate (model-latency reduction per second) over its next ``1, 2, ...`` slots, up to
         the end of its recorded run or its per-task budget."""
-        n = _slot_size(snapshot, task)
-        end = len(self._latencies[task.index])
-        if snapshot.per_task_trials is not None:
-            end = min(end, snapshot.per_task_trials)
-        latencies, costs = self._latencies[task.index][task.trials:end], self._costs[task.index][task.trials:end]
-        if n <= 0 or latencies.size == 0:
-            return np.zeros(1)
-        stops = np.minimum(np.arange(n, latencies.size + n, n), latencies.size) - 1
-        current = task.current_latency
-        gain = task.weight * (current - np.minimum(current, np.minimum.accumulate(latencies)[stops]))
-        cost = np.cumsum(costs)[stops]
+        gain, cost = _next_slots(self._latencies[task.index], self._costs[task.index], snapshot, task)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(gain > 0, gain / cost, 0.0)
 
@@ -273,6 +263,69 @@ class Oracle(TaskScheduler):
             rate = self.rates(snapshot, task)
             scores.append((float(rate[: self.lookahead].max()), float(rate.max())))
         return live[max(range(len(live)), key=lambda i: scores[i])].index
+
+
+class OtherSeedsOracle(Oracle):
+    """The :class:`Oracle` with a perfect belief instead of foresight: it scores a task's next slots by what
+    they brought, at the same trial positions, in the trace's *other* seeds, never in the replayed one.
+
+    A task's rate over its next ``j`` slots is the mean over the other seeds of the model-latency reduction
+    their trials at those positions would bring from where the replayed run stands, over the mean of their
+    recorded costs. That is what a scheduler would do if its learning-curve model knew each task's curve
+    in distribution (as well as the other seeds sample it) but not this run's luck; how far it is from the
+    :class:`Oracle` shows how much of the oracle's lead a better belief could win, and how much takes
+    foresight. Needs a trace with at least two seeds.
+    """
+
+    def __init__(self, *, trace: Trace, seed_index: int, lookahead: int | None = 1):
+        if trace.seeds < 2:
+            raise ValueError(f"{trace.model}: the other-seeds oracle needs at least 2 seeds, the trace has "
+                             f"{trace.seeds}")
+        super().__init__(trace=trace, seed_index=seed_index, lookahead=lookahead)
+        others = [s for s in range(trace.seeds) if s != seed_index]
+        self._other_latencies = [[np.array(trace.runs[s][k].latencies, dtype=float) for s in others]
+                                 for k in range(len(trace.tasks))]
+        self._other_costs = [[np.array(trace.runs[s][k].costs, dtype=float) for s in others]
+                             for k in range(len(trace.tasks))]
+
+    def __repr__(self) -> str:
+        return (f"OtherSeedsOracle(trace={self.trace.model!r}, seed_index={self.seed_index}, "
+                f"lookahead={self.lookahead})")
+
+    def rates(self, snapshot: Snapshot, task: TaskView) -> np.ndarray:
+        slots = _next_slots(self._latencies[task.index], self._costs[task.index], snapshot, task)[0].size
+        gains, costs = [], []
+        for latencies, run_costs in zip(self._other_latencies[task.index], self._other_costs[task.index],
+                                        strict=True):
+            gain, cost = _next_slots(latencies, run_costs, snapshot, task)
+            gains.append(_pad(gain, slots))
+            costs.append(_pad(cost, slots))
+        gain, cost = np.mean(gains, axis=0), np.mean(costs, axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where((gain > 0) & (cost > 0), gain / cost, 0.0)
+
+
+def _next_slots(latencies: np.ndarray, costs: np.ndarray, snapshot: Snapshot,
+                task: TaskView) -> tuple[np.ndarray, np.ndarray]:
+    """The model-latency reduction and the cost of ``task``'s next ``1, 2, ...`` slots if they took the
+    trials at its next positions in ``latencies`` / ``costs`` (one recorded run), up to the run's end or the
+    per-task budget; ``([0], [0])`` when there is no next slot."""
+    n = _slot_size(snapshot, task)
+    end = len(latencies)
+    if snapshot.per_task_trials is not None:
+        end = min(end, snapshot.per_task_trials)
+    latencies, costs = latencies[task.trials:end], costs[task.trials:end]
+    if n <= 0 or latencies.size == 0:
+        return np.zeros(1), np.zeros(1)
+    stops = np.minimum(np.arange(n, latencies.size + n, n), latencies.size) - 1
+    current = task.current_latency
+    gain = task.weight * (current - np.minimum(current, np.minimum.accumulate(latencies)[stops]))
+    return gain, np.cumsum(costs)[stops]
+
+
+def _pad(x: np.ndarray, size: int) -> np.ndarray:
+    """``x`` cut or extended to ``size`` entries by repeating its last (a run that ended brings no more)."""
+    return x[:size] if x.size >= size else np.append(x, np.full(size - x.size, x[-1]))
 
 
 @dataclass(frozen=True)
