@@ -12,7 +12,8 @@ or every recorded trial, as AutoTVM did; ``--per-task`` and ``--patience`` apply
 ``oracle`` is DynaTune's one-slot greedy oracle, ``oracle-lookahead`` the one that looks any number of slots
 ahead (see :class:`tunewise.replay.Oracle`), ``oracle-other-seeds`` the one-slot greedy that reads the trace's
 other seeds instead of the replayed one (:class:`tunewise.replay.OtherSeedsOracle`: a perfect belief without
-foresight; left out, with a message, on a one-seed trace).
+foresight; left out, with a message, on a one-seed trace), ``oracle-other-seeds-lookahead`` the same belief
+looking any number of slots ahead.
 
 For each seed, the goal is the best reachable model latency (each task at its best recorded trial); the
 table gives each scheduler's time to come within 5 % and 1 % of it (median over seeds [min-max]; "-" when
@@ -39,7 +40,7 @@ from tunewise import replay as rp
 from tunewise import schedulers
 
 SCHEDULERS = ["sequential", "round-robin", "random", "flops", "gradient", "dynatune", "dynatune-egreedy",
-              "dynatune-softmax", "oracle", "oracle-lookahead", "oracle-other-seeds"]
+              "dynatune-softmax", "oracle", "oracle-lookahead", "oracle-other-seeds", "oracle-other-seeds-lookahead"]
 GOALS = (0.05, 0.01)
 EARLY_GOALS = (1.0, 0.25, 0.10)  # the way there: a second, smaller table
 
@@ -51,6 +52,8 @@ def build(name: str, trace: rp.Trace, seed: int):
         return rp.Oracle(trace=trace, seed_index=seed, lookahead=None)
     if name == "oracle-other-seeds":
         return rp.OtherSeedsOracle(trace=trace, seed_index=seed)
+    if name == "oracle-other-seeds-lookahead":
+        return rp.OtherSeedsOracle(trace=trace, seed_index=seed, lookahead=None)
     return schedulers.create_seeded(name, seed)
 
 
@@ -59,7 +62,7 @@ def run_all(trace: rp.Trace, names: list[str], args) -> dict:
     budget = args.trials or recorded
     runs: dict[str, list[dict]] = {}
     for name in names:
-        if name == "oracle-other-seeds" and trace.seeds < 2:
+        if name.startswith("oracle-other-seeds") and trace.seeds < 2:
             print(f"{name}: left out, the trace has one seed", flush=True)
             continue
         per_task = args.per_task or (math.ceil(budget / len(trace.tasks)) if name == "sequential" else None)
@@ -129,19 +132,19 @@ def table(summary: dict) -> str:
         vs = s.get(f"vs_{ref}", {})
         return ratio(vs.get("time_to_5pct")) + "/" + ratio(vs.get("time_to_1pct"))
 
-    head = (f"{'scheduler':18s} {'to 5 % (s)':>18s} {'to 1 % (s)':>18s} {'x gradient':>12s} {'x oracle':>12s}"
+    head = (f"{'scheduler':28s} {'to 5 % (s)':>18s} {'to 1 % (s)':>18s} {'x gradient':>12s} {'x oracle':>12s}"
             f" {'x bound':>12s} {'decide ms/slot':>15s}")
     lines = [head, "-" * len(head)]
     for name, s in summary.items():
         decide = f"{s['decision_ms_per_slot']:15.2f}" if "decision_ms_per_slot" in s else f"{'-':>15s}"
-        lines.append(f"{name:18s} {fmt(s['time_to_5pct']):>18s} {fmt(s['time_to_1pct']):>18s} "
+        lines.append(f"{name:28s} {fmt(s['time_to_5pct']):>18s} {fmt(s['time_to_1pct']):>18s} "
                      f"{ratios(s, 'gradient'):>12s} {ratios(s, 'oracle'):>12s} {ratios(s, 'bound'):>12s} {decide}")
     goals = EARLY_GOALS + GOALS[:1]
-    head = f"{'median s to within':18s} " + " ".join(f"{f'{round(100 * g)} %':>8s}" for g in goals)
+    head = f"{'median s to within':28s} " + " ".join(f"{f'{round(100 * g)} %':>8s}" for g in goals)
     lines += ["", head, "-" * len(head)]
     for name, s in summary.items():
         times = (s[f"time_to_{round(100 * g)}pct"]["median"] for g in goals)
-        lines.append(f"{name:18s} " + " ".join(f"{'-' if t is None else f'{t:.0f}':>8s}" for t in times))
+        lines.append(f"{name:28s} " + " ".join(f"{'-' if t is None else f'{t:.0f}':>8s}" for t in times))
     return "\n".join(lines)
 
 
