@@ -34,6 +34,8 @@ def main() -> None:
     trace = rp.Trace.load(args.trace)
     if not 0 <= args.seed < trace.seeds:
         parser.error(f"--seed must be in 0..{trace.seeds - 1}: the trace has {trace.seeds} seed(s)")
+    if args.goal < 0:
+        parser.error(f"--goal must be at least 0 (a fraction above the best reachable), got {args.goal}")
     goal = (1 + args.goal) * trace.best_reachable(args.seed)
     bound = rp.fastest_allocation(trace, goal, seed_index=args.seed, trials_per_slot=args.trials_per_slot)
     columns = {"bound": list(bound.trials)}
@@ -42,15 +44,15 @@ def main() -> None:
     for name in args.schedulers.split(","):
         run = rp.replay(trace, build(name, trace, args.seed), seed_index=args.seed,
                         trials_per_slot=args.trials_per_slot, decision_cost=0.0)
-        reached = rp.time_to_reach(run.history, goal)
-        if reached is None:
+        # history[i] is the model after i slots
+        slots = next((i for i, (_, latency) in enumerate(run.history) if latency <= goal), None)
+        if slots is None:
             print(f"  {name:20s}   never")
             continue
-        slots = next(i for i, (t, _) in enumerate(run.history) if t == reached)  # history[i]: after i slots
-        picked = collections.Counter(run.picks[:slots])  # a task's slots take its recorded trials in order
-        columns[name] = [min(picked[k] * args.trials_per_slot, len(trace.runs[args.seed][k].latencies))
-                         for k in range(len(trace.tasks))]
-        print(f"  {name:20s} {reached:7.0f} s")
+        picked = collections.Counter(run.picks[:slots])
+        columns[name] = [task.trials_history[picked[task.index] - 1] if picked[task.index] else 0
+                         for task in run.final.tasks]
+        print(f"  {name:20s} {run.history[slots][0]:7.0f} s")
 
     print()
     print(f"{'task':40s} {'share %':>8s} " + " ".join(f"{n[:12]:>12s}" for n in columns))

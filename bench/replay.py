@@ -45,6 +45,11 @@ GOALS = (0.05, 0.01)
 EARLY_GOALS = (1.0, 0.25, 0.10)  # the way there: a second, smaller table
 
 
+def time_key(goal: float) -> str:
+    """The JSON key of the time to within ``goal`` (a fraction): ``time_to_5pct`` for 0.05."""
+    return f"time_to_{round(100 * goal)}pct"
+
+
 def build(name: str, trace: rp.Trace, seed: int):
     if name == "oracle":
         return rp.Oracle(trace=trace, seed_index=seed)
@@ -74,7 +79,7 @@ def run_all(trace: rp.Trace, names: list[str], args) -> dict:
             runs[name].append({"seed": seed, "curve": [list(p) for p in run.history], "slots": len(run.picks),
                                "trials": run.final.trials, "decision_seconds": sum(run.decision_times),
                                "final_latency": run.history[-1][1],
-                               **{f"time_to_{round(100 * g)}pct": rp.time_to_within(run.history, best, g)
+                               **{time_key(g): rp.time_to_within(run.history, best, g)
                                   for g in GOALS + EARLY_GOALS}})
         print(f"{name}: done", flush=True)
     return runs
@@ -87,7 +92,7 @@ def bounds(trace: rp.Trace, args) -> list[dict]:
         best = trace.best_reachable(seed)
         found = {g: rp.fastest_allocation(trace, (1 + g) * best, seed_index=seed, trials_per_slot=args.trials_per_slot)
                  for g in GOALS + EARLY_GOALS}
-        out.append({"seed": seed, **{f"time_to_{round(100 * g)}pct": a.seconds for g, a in found.items()},
+        out.append({"seed": seed, **{time_key(g): a.seconds for g, a in found.items()},
                     **{f"trials_to_{round(100 * g)}pct": list(a.trials) for g, a in found.items()}})
     return out
 
@@ -100,7 +105,7 @@ def spread(values: list[float | None]) -> dict:
 
 
 def summarise(runs: dict, bound: list[dict]) -> dict:
-    keys = [f"time_to_{round(100 * g)}pct" for g in GOALS + EARLY_GOALS]
+    keys = [time_key(g) for g in GOALS + EARLY_GOALS]
     summary = {name: {key: spread([r[key] for r in seeds]) for key in keys} for name, seeds in runs.items()}
     for name, s in summary.items():
         s["decision_ms_per_slot"] = 1e3 * sum(r["decision_seconds"] for r in runs[name]) / max(
@@ -143,7 +148,7 @@ def table(summary: dict) -> str:
     head = f"{'median s to within':28s} " + " ".join(f"{f'{round(100 * g)} %':>8s}" for g in goals)
     lines += ["", head, "-" * len(head)]
     for name, s in summary.items():
-        times = (s[f"time_to_{round(100 * g)}pct"]["median"] for g in goals)
+        times = (s[time_key(g)]["median"] for g in goals)
         lines.append(f"{name:28s} " + " ".join(f"{'-' if t is None else f'{t:.0f}':>8s}" for t in times))
     return "\n".join(lines)
 
@@ -168,7 +173,7 @@ def plot(trace: rp.Trace, runs: dict, summary: dict, path: str) -> None:
                 linestyle="--" if name.startswith("oracle") else "-")
     for goal in GOALS:
         ax.axhline(1 + goal, color="grey", linewidth=0.8, linestyle=":")
-        at = summary["bound"][f"time_to_{round(100 * goal)}pct"]["median"]
+        at = summary["bound"][time_key(goal)]["median"]
         ax.plot([at], [1 + goal], marker="|", markersize=14, color="black",
                 label="clairvoyant bound" if goal == GOALS[0] else None)
     ax.set_xlabel("tuning time (s, replayed)")
