@@ -56,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("model", nargs="?",
                       help="zoo name (see `tunewise tasks --help`), .onnx or .pt2 file (optional with --resume)")
     tune.add_argument("--resume", metavar="RUN",
-                      help="continue run RUN of the store with its own settings (budget options extend it)")
+                      help="continue run RUN of the store with its own settings; a budget option given replaces "
+                           "that limit only (--trials counts the trials measured before) and is kept for the run")
     tune.add_argument("--target", help="'host' (default: this CPU with its mcpu), a JSON target, or a tag")
     tune.add_argument("--trials", help="total trials (default 200 unless --time-budget is given)")
     tune.add_argument("--time-budget", help="wall-clock budget for tuning: 90s, 10m, 1h")
@@ -114,13 +115,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _limits(args) -> dict:
+    """The budget limits the options set (as :class:`~tunewise.session.Budget` fields)."""
+    limits = {"max_trials": _whole("--trials", args.trials),
+              "time_budget": parse_duration(args.time_budget) if args.time_budget else None,
+              "per_task_trials": _whole("--per-task-trials", args.per_task_trials),
+              "patience": _whole("--patience", args.patience)}
+    return {k: v for k, v in limits.items() if v is not None}
+
+
 def _budget(args, default_trials: int | None):
     """The budget the options give, or ``None`` when they give none and there is no default."""
     from tunewise import session
 
-    trials = _whole("--trials", args.trials)
-    time_budget = parse_duration(args.time_budget) if args.time_budget else None
-    per_task, patience = _whole("--per-task-trials", args.per_task_trials), _whole("--patience", args.patience)
+    limits = _limits(args)
+    trials, time_budget = limits.get("max_trials"), limits.get("time_budget")
+    per_task, patience = limits.get("per_task_trials"), limits.get("patience")
     if trials is None and time_budget is None:
         if per_task is None and patience is None and default_trials is None:
             return None
@@ -139,7 +149,7 @@ def _cmd_tune(args) -> int:
         if fixed or args.input_shape:
             dropped = ", ".join(fixed) or "--input-shape"
             raise InputError(f"--resume continues a run with its own settings; drop {dropped}")
-        result = workflow.resume(_whole("RUN", args.resume, minimum=1), store=args.store, budget=_budget(args, None),
+        result = workflow.resume(_whole("RUN", args.resume, minimum=1), store=args.store, budget=_limits(args),
                                  source=args.model, reporter=LiveProgress())
     elif args.model is None:
         raise InputError("name a model to tune, or --resume RUN (see tunewise tune --help)")
@@ -217,7 +227,7 @@ def _cmd_tasks(args) -> int:
 def _open_store(args):
     from tunewise import stores
 
-    return stores.create(args.store, must_exist=True)
+    return stores.create(args.store, read_only=True)
 
 
 def _cmd_runs(args) -> int:
@@ -270,17 +280,37 @@ _COMMANDS = {"tune": _cmd_tune, "run": _cmd_run, "tasks": _cmd_tasks, "runs": _c
              "report": _cmd_report, "records": _cmd_records, "streams": _cmd_streams}
 
 
+def _interrupted(err: KeyboardInterrupt, command: str | None) -> int:
+    """Say what a stop (Ctrl-C, SIGTERM) of ``command`` left and how to continue; the exit code."""
+    from tunewise import interrupts, stores
+
+    stop = err if isinstance(err, interrupts.Interrupted) else interrupts.Interrupted()
+    if command != "tune":
+        print("tunewise: interrupted", file=sys.stderr)
+    elif stop.run is None:
+        print("tunewise: interrupted before any trial was measured; nothing to resume", file=sys.stderr)
+    else:
+        store = "" if stop.store_url in (None, stores.DEFAULT_URL) else f" --store {stores.shown_url(stop.store_url)}"
+        print(f"tunewise: interrupted; every trial measured so far is in the store: continue with "
+              f"tunewise tune --resume {stop.run}{store}", file=sys.stderr)
+    return stop.exit_code
+
+
 def main(argv: list[str] | None = None) -> int:
+    args = None
     try:
         args = _parser().parse_args(argv)
-        return _COMMANDS[args.command](args)
+        if args.command != "tune":
+            return _COMMANDS[args.command](args)
+        from tunewise import interrupts
+
+        with interrupts.handled():
+            return _cmd_tune(args)
     except TunewiseError as err:
         print(f"tunewise: error: {err}", file=sys.stderr)
         return err.exit_code
-    except KeyboardInterrupt:
-        print("tunewise: interrupted; every trial measured so far is in the store: "
-              "continue with tunewise tune --resume RUN", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        return _interrupted(err, args and args.command)
     except Exception as err:
         if os.environ.get("TUNEWISE_DEBUG"):
             raise

@@ -35,3 +35,11 @@ class TargetError(TunewiseError):
 
 class VerificationError(TunewiseError):
     """The compiled model's outputs differ from the reference's beyond tolerance."""
+
+
+class StoreError(InputError):
+    """The store cannot be used: not a tunewise store, a corrupt file, a full disk, an unreachable server."""
+
+
+class RunBusyError(TunewiseError):
+    """Another live process owns the run (see :meth:`tunewise.stores.Store.claim_run`)."""

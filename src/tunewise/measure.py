@@ -22,7 +22,7 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from tunewise import runners, tvm_env
+from tunewise import interrupts, runners, tvm_env
 from tunewise.errors import message_line
 from tunewise.target import device_type
 
@@ -88,6 +88,8 @@ class Measurement:
 def _worker_init() -> None:
     import tvm  # noqa: F401  (the only import a CPU build needs)
 
+    interrupts.ignore_in_worker()
+
 
 def _build(mod, target, scratch: str) -> tuple[str, float]:
     from tunewise import tvm_env
@@ -134,7 +136,8 @@ class Measurer:
         self.evaluator = runners.create(evaluator)
         self.builder = BuilderPool(self.config.builder_workers, self.config.build_timeout, scratch)
         self.runner = LocalRunner(timeout_sec=self.config.run_timeout, evaluator_config=self.config.evaluator(),
-                                  f_alloc_argument=alloc_arguments, f_run_evaluator=self.evaluator)
+                                  f_alloc_argument=alloc_arguments, f_run_evaluator=self.evaluator,
+                                  initializer=interrupts.ignore_in_worker)
         self._device = device_type(target)
 
     def _collect_build(self, future: cf.Future) -> tuple[str | None, float, str | None, str]:
@@ -168,6 +171,8 @@ class Measurer:
         (``inf``: none yet); it is lowered by every candidate of the batch that beats it, and the evaluator
         is told it before each candidate (the adaptive one stops clearly slower candidates early). ``None``
         (candidates of different tasks, or default schedules) tells the evaluator no reference at all.
+
+        A stop at once (:func:`tunewise.interrupts.check`) ends the batch at its next candidate.
         """
         futures = [self.builder.submit(mod, self.target) for mod, _ in batch]
         results: list[Measurement | None] = [None] * len(batch)
@@ -180,6 +185,7 @@ class Measurer:
                 reference = min(reference, results[i].latency)
 
         for i, (future, (_, args_info)) in enumerate(zip(futures, batch, strict=True)):
+            interrupts.check(at_once=True)
             path, seconds, kind, message = self._collect_build(future)
             if path is None:
                 results[i] = Measurement((), kind, message[:500], seconds)
@@ -188,6 +194,7 @@ class Measurer:
             else:
                 pending.append((i, path, seconds, args_info))
         for item in pending:
+            interrupts.check(at_once=True)
             run(*item)
         return results
 

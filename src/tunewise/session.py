@@ -18,20 +18,27 @@ the task, and its search then seeds from them.
 
 A run whose store already holds trials is resumed: its slots are replayed from the store (progress per task,
 budgets spent, tuning time, the scheduler's decisions), its cost model is retrained on its records, and
-candidates it already measured are never measured again.
+candidates it already measured are never measured again. A slot stored twice (by two processes that tuned
+the run at once, before runs had owners) is replayed once, with every trial stored under it.
+
+A stop request (:mod:`tunewise.interrupts`) ends the run between slots, or drops the slot in flight; a slot
+some of whose candidates failed while a stop was requested is dropped too (a signal to the process group may
+have killed a worker). With ``owner`` (:mod:`tunewise.lease`), each slot is committed only while that owner
+holds the run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tunewise import cost_models, sharing, stores
+from tunewise import cost_models, interrupts, sharing, stores
 from tunewise import target as targets
-from tunewise.errors import InputError
+from tunewise.errors import InputError, RunBusyError
 from tunewise.state import Snapshot, TaskView
 from tunewise.stores import Checkpoint, StoredTask, StoredTrial
 
@@ -183,12 +190,12 @@ class Session:
     the model's tasks are added to the run, or, when the run has some, checked against them and the run is
     resumed from what the store holds. ``database`` is the MetaSchedule view of the store the searches use
     (for compiling with the results). ``listeners`` are called as ``listener(event, snapshot)`` after every
-    slot.
+    slot. ``owner`` names the process that owns the run (:class:`tunewise.lease.Lease`).
     """
 
     def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int, *, trials_per_slot: int = 16,
                  search_batch: int = 64, cost_model=None, seed: int = 0, share: bool = True,
-                 listeners: list[Callable[[SlotEvent, Snapshot], None]] | None = None):
+                 listeners: list[Callable[[SlotEvent, Snapshot], None]] | None = None, owner: str | None = None):
         from tvm.s_tir import meta_schedule as ms
 
         if trials_per_slot <= 0:
@@ -199,6 +206,7 @@ class Session:
         self.measurer = measurer
         self.store = store
         self.run_id = run
+        self.owner = owner
         self.database = stores.StoreDatabase(store, run=run, target=model.target)
         self.trials_per_slot = trials_per_slot
         num_threads = targets.num_cores(model.target)
@@ -269,19 +277,23 @@ class Session:
         by_slot = defaultdict(list)
         for trial in self.store.get_trials(self.run_id):
             by_slot[trial.slot].append(trial)
+        replayed = set()
         for checkpoint in self.store.get_checkpoints(self.run_id):
-            self.scheduler.next(self.snapshot())  # the scheduler's own state follows its decisions
-            self._offset = checkpoint.elapsed
-            progress, search = self._progress[checkpoint.task], self._searches[checkpoint.task]
-            if checkpoint.trials == 0:
-                progress.finished = True
+            if checkpoint.slot in replayed:
                 continue
-            trials = by_slot.pop(checkpoint.slot)
-            self._finish_slot(checkpoint.task, trials, progress.best)
+            replayed.add(checkpoint.slot)
+            self.scheduler.next(self.snapshot())  # the scheduler's own state follows its decisions
+            self._offset = max(self._offset, checkpoint.elapsed)
+            self._slot = max(self._slot, checkpoint.slot + 1)
+            if checkpoint.trials == 0:
+                self._progress[checkpoint.task].finished = True
+                continue
+            trials = by_slot.pop(checkpoint.slot, [])
+            for k in sorted({t.task for t in trials}):
+                self._finish_slot(k, [t for t in trials if t.task == k], self._progress[k].best)
+                self._searches[k].seen.update(t.candidate for t in trials if t.task == k)
+                self._searches[k].earlier += [t for t in trials if t.task == k]
             self.trials += trials
-            search.seen.update(t.candidate for t in trials)
-            search.earlier += trials
-            self._slot = checkpoint.slot + 1
             self.history.append((checkpoint.elapsed, checkpoint.latency))
 
     # -- acting ------------------------------------------------------------------------------------------
@@ -289,12 +301,14 @@ class Session:
         """Tune until a budget is spent, the scheduler stops, or every task is finished.
 
         The run's status is ``running`` meanwhile, then ``tuned``; ``interrupted`` or ``failed`` when an
-        exception (Ctrl-C included) ends it.
+        exception (Ctrl-C included) ends it, unless the run was taken over by another owner or the store can
+        no longer be written.
         """
         self.store.set_status(self.run_id, stores.RUNNING)
         self._start = time.perf_counter()
         try:
             while not self._out_of_budget():
+                interrupts.check()
                 snapshot = self.snapshot()
                 if not snapshot.live:
                     break
@@ -307,9 +321,12 @@ class Session:
                 if snapshot.tasks[choice].finished:
                     raise RuntimeError(f"scheduler {self.scheduler!r} chose finished task {choice}")
                 self._run_slot(choice, decision)
+        except RunBusyError:
+            raise
         except BaseException as err:
-            self.store.set_status(self.run_id, stores.INTERRUPTED if isinstance(err, KeyboardInterrupt)
-                                  else stores.FAILED)
+            with contextlib.suppress(Exception):  # a full disk: ``err`` says so, and the run shows as dead
+                self.store.set_status(self.run_id, stores.INTERRUPTED if isinstance(err, KeyboardInterrupt)
+                                      else stores.FAILED)
             raise
         self.store.set_status(self.run_id, stores.TUNED)
         return self.snapshot()
@@ -327,12 +344,14 @@ class Session:
             progress.finished = True  # space exhausted (or no room left under the per-task budget)
             self.store.add_trials(self.run_id, [], Checkpoint(
                 self._slot, k, 0, self.elapsed, time.perf_counter() - slot_start,
-                self.snapshot().estimated_latency()))
+                self.snapshot().estimated_latency()), owner=self.owner)
             return
         candidates = [c for c, _ in proposed]
         measure_start = time.perf_counter()
         measurements = self.measurer.measure([(c.sch.mod, c.args_info) for c in candidates], reference=best_before)
         measure_seconds = time.perf_counter() - measure_start
+        if any(m.error for m in measurements):
+            interrupts.check()
         now, target, workload = time.time(), str(self.model.target), self.database.workload(self._workloads[k])
         trials = [StoredTrial(self._workloads[k], _record_json(c, m, workload, self.model.target), m.run_secs,
                               m.error, m.message, k, self._slot, target, key, m.build_seconds, m.run_seconds, now)
@@ -344,7 +363,7 @@ class Session:
         self.history.append((snapshot.elapsed, snapshot.estimated_latency()))
         self.store.add_trials(self.run_id, trials, Checkpoint(
             self._slot, k, len(trials), snapshot.elapsed, time.perf_counter() - slot_start,
-            snapshot.estimated_latency()))
+            snapshot.estimated_latency()), owner=self.owner)
         search.notify(candidates, [_runner_result(t) for t in trials], self.cost_model)
         event = SlotEvent(self._slot, k, len(trials), sum(t.error is not None for t in trials), best_before,
                           progress.best, time.perf_counter() - slot_start, search_seconds, measure_seconds,

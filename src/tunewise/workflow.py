@@ -2,20 +2,37 @@
 
 Every measured trial is in the store (a run of its own, with the settings it was started with) before the
 next slot starts, so a failure at any later step loses no tuning data, and :func:`resume` continues a run
-that was cut short.
+that was cut short. A job owns its run (:mod:`tunewise.lease`) from its creation or its resumption to its
+end, and stops cleanly on a stop request (:mod:`tunewise.interrupts`) between its steps.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tunewise import compile as compiler
-from tunewise import cost_models, frontend, graph, measure, runners, schedulers, session, stores, tasks, tvm_env, zoo
+from tunewise import (
+    cost_models,
+    frontend,
+    graph,
+    interrupts,
+    lease,
+    measure,
+    runners,
+    schedulers,
+    session,
+    stores,
+    tasks,
+    tvm_env,
+    zoo,
+)
 from tunewise import target as targets
 from tunewise.errors import InputError
 
@@ -98,15 +115,21 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
                 "evaluator": evaluator, "cost_model": cost_model, "share": share,
                 "output": os.path.abspath(output) if output else None,
                 "measure": dataclasses.asdict(measure_config or measure.MeasureConfig())}
-    return _tune(source, store, None, settings, scheduler, target, example_inputs, reporter, compare_torch)
+    with _ownership() as owned:
+        return _tune(source, store, None, settings, scheduler, target, example_inputs, reporter, compare_torch, owned)
 
 
-def resume(run: int, *, store=None, budget: session.Budget | None = None, source=None, example_inputs=None,
-           scheduler=None, reporter: Reporter | None = None, compare_torch: bool = True) -> TuneResult:
+def resume(run: int, *, store=None, budget: session.Budget | Mapping | None = None, source=None,
+           example_inputs=None, scheduler=None, reporter: Reporter | None = None,
+           compare_torch: bool = True) -> TuneResult:
     """Continue run ``run`` of ``store`` where it stopped (killed, interrupted, failed, or finished and given
     a larger ``budget``), with the settings it was started with: what it measured is kept and counts against
     the budget, and no candidate is measured twice. ``source`` and ``scheduler`` are needed only when the
     run was started with Python objects for them.
+
+    ``budget`` (a :class:`~tunewise.session.Budget`, or a mapping of some of its fields) replaces the limits
+    it sets and keeps the run's other limits; the budget so made is stored in the run's settings.
+    Raises :class:`~tunewise.errors.RunBusyError` when another live process owns the run.
     """
     store = stores.create(store, must_exist=True)
     spec = store.get_run(run)
@@ -114,17 +137,49 @@ def resume(run: int, *, store=None, budget: session.Budget | None = None, source
         raise InputError(f"run {run} is an import of records, not a tuning run")
     settings = dict(spec.settings)
     if budget is not None:
-        settings["budget"] = dataclasses.asdict(budget)
+        settings["budget"] = _replaced_limits(settings["budget"], budget)
     source = source if source is not None else settings["source"]
     scheduler = scheduler if scheduler is not None else settings["scheduler"]
     if source is None or scheduler is None:
         raise InputError(f"run {run} was started with a Python model or scheduler object: pass it again")
-    return _tune(source, store, run, settings, scheduler, spec.target, example_inputs, reporter, compare_torch)
+    with _ownership() as owned:
+        owned.claim(store, run)
+        if settings != spec.settings:
+            store.set_settings(run, settings)
+        return _tune(source, store, run, settings, scheduler, spec.target, example_inputs, reporter, compare_torch,
+                     owned)
+
+
+def _replaced_limits(limits: Mapping, budget: session.Budget | Mapping) -> dict:
+    """The budget ``limits`` (a dict of :class:`~tunewise.session.Budget`) with the limits ``budget`` sets."""
+    changes = dataclasses.asdict(budget) if isinstance(budget, session.Budget) else dict(budget)
+    unknown = set(changes) - {f.name for f in dataclasses.fields(session.Budget)}
+    if unknown:
+        raise InputError(f"unknown budget limits: {', '.join(sorted(unknown))}")
+    return dataclasses.asdict(session.Budget(**{**limits, **{k: v for k, v in changes.items() if v is not None}}))
+
+
+@contextlib.contextmanager
+def _ownership():
+    """A :class:`~tunewise.lease.Lease` for a job; a stop (Ctrl-C) that ends the job is raised as
+    :class:`~tunewise.interrupts.Interrupted` naming the run the lease holds, left ``interrupted``."""
+    with lease.Lease() as owned:
+        try:
+            yield owned
+        except KeyboardInterrupt as err:
+            stop = err if isinstance(err, interrupts.Interrupted) else interrupts.Interrupted()
+            if owned.run is None:
+                raise stop from None
+            with contextlib.suppress(Exception):  # Session.run has set it when the stop came while tuning
+                if owned.store.get_run(owned.run).status == stores.RUNNING:
+                    owned.store.set_status(owned.run, stores.INTERRUPTED)
+            raise stop.of_run(owned.run, owned.store.url) from None
 
 
 def _tune(source, store, run: int | None, settings: dict, scheduler, target, example_inputs,
-          reporter: Reporter | None, compare_torch: bool) -> TuneResult:
-    """The job behind :func:`tune` (``run`` None: a new run) and :func:`resume`; ``store`` may be a URL."""
+          reporter: Reporter | None, compare_torch: bool, owned: lease.Lease) -> TuneResult:
+    """The job behind :func:`tune` (``run`` None: a new run) and :func:`resume`; ``store`` may be a URL.
+    ``owned`` holds the run (a new run: from its creation)."""
     reporter = reporter or Reporter()
     budget = session.Budget(**settings["budget"])
     seed, level = settings["seed"], settings["level"]
@@ -152,6 +207,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
         eager = torch_latency(*zoo.get(source, seed=seed))
     output = settings["output"] or os.path.abspath(os.path.join("tunewise-out", imported.name))
 
+    interrupts.check()
     measurer = measure.Measurer(tvm_target, measure.MeasureConfig(**settings["measure"]), evaluator=evaluator)
     try:
         stored = store.get_tasks(run) if run is not None else []
@@ -159,12 +215,15 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
         model = tasks.extract(imported, tvm_target, level=level, measurer=None if stored else measurer)
         if len(stored) == len(model.tasks):  # resuming: the default latencies the run was tuned against
             model = model.with_default_latencies(s.default_latency for s in stored)
+        interrupts.check()
         if run is None:
             settings["output"] = output
-            run = store.create_run(model.name, str(tvm_target), settings["scheduler"] or repr(scheduler), settings)
+            run = store.create_run(model.name, str(tvm_target), settings["scheduler"] or repr(scheduler), settings,
+                                   owner=owned.owner)
+            owned.hold(store, run)
         loop = session.Session(model, scheduler, budget, measurer, store, run,
                                trials_per_slot=settings["trials_per_slot"], seed=seed, cost_model=cost_model_name,
-                               share=settings.get("share", False), listeners=[reporter.slot])
+                               share=settings.get("share", False), listeners=[reporter.slot], owner=owned.owner)
         reporter.phase(f"tuning as run {run} of {store.url}" + (f", resumed after {len(loop.trials)} trials"
                                                                   if loop.trials else ""))
         reporter.tuning_started(model, budget)
@@ -173,6 +232,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
     finally:
         measurer.close()
 
+    interrupts.check()
     reporter.phase("compiling the untuned model")
     untuned = compiler.CompiledModel(compiler.build(model), tvm_target)
     untuned_latency = untuned.time(*model.inputs, repeat=3, min_repeat_ms=0).median

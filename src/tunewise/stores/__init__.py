@@ -17,8 +17,11 @@ from __future__ import annotations
 import importlib
 
 from tunewise.stores._base import (
+    DEAD,
     FAILED,
     FINISHED,
+    HEARTBEAT_INTERVAL,
+    HEARTBEAT_STALE,
     IMPORTED,
     INTERRUPTED,
     RUNNING,
@@ -31,11 +34,14 @@ from tunewise.stores._base import (
     StoredTrial,
     ranking_latency,
 )
-from tunewise.stores._sqlalchemy import SQLAlchemyStore
+from tunewise.stores._sqlalchemy import SQLAlchemyStore, shown_url
 
 __all__ = [
+    "DEAD",
     "DEFAULT_URL",
     "FAILED",
+    "HEARTBEAT_INTERVAL",
+    "HEARTBEAT_STALE",
     "FINISHED",
     "IMPORTED",
     "INTERRUPTED",
@@ -53,6 +59,7 @@ __all__ = [
     "export_records",
     "import_records",
     "ranking_latency",
+    "shown_url",
 ]
 
 DEFAULT_URL = "sqlite:///tunewise.db"
@@ -61,15 +68,17 @@ _LAZY = {"StoreDatabase": "tunewise.stores._database", "export_records": "tunewi
          "import_records": "tunewise.stores._exchange"}
 
 
-def create(url: str | Store | None = None, *, must_exist: bool = False) -> Store:
+def create(url: str | Store | None = None, *, must_exist: bool = False, read_only: bool = False) -> Store:
     """The store at ``url`` (default :data:`DEFAULT_URL`), created and migrated when needed; a
-    :class:`Store` is returned unchanged. ``must_exist`` refuses to create a new SQLite file.
+    :class:`Store` is returned unchanged. ``must_exist`` refuses to create a new SQLite file; ``read_only``
+    opens an existing store at the current schema without ever writing to it.
 
-    Raises :class:`~tunewise.errors.InputError` on a malformed URL, a missing driver or an unreachable server.
+    Raises :class:`~tunewise.errors.InputError` on a malformed URL or a missing driver, and its subclass
+    :class:`~tunewise.errors.StoreError` on an unreachable server or a database that is not a usable store.
     """
     if isinstance(url, Store):
         return url
-    return SQLAlchemyStore(url or DEFAULT_URL, must_exist=must_exist)
+    return SQLAlchemyStore(url or DEFAULT_URL, must_exist=must_exist, read_only=read_only)
 
 
 def __getattr__(name: str):

@@ -9,12 +9,18 @@ from __future__ import annotations
 import abc
 import json
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-#: Run statuses. ``running`` is also what a run killed without warning (SIGKILL, power loss) is left in.
-RUNNING, INTERRUPTED, FAILED, TUNED, FINISHED, IMPORTED = (
-    "running", "interrupted", "failed", "tuned", "finished", "imported")
+#: Run statuses. ``running`` is also what a run killed without warning (SIGKILL, power loss) is left in;
+#: :meth:`Run.state` tells it apart as ``dead`` by its owner's heartbeat.
+RUNNING, INTERRUPTED, FAILED, TUNED, FINISHED, IMPORTED, DEAD = (
+    "running", "interrupted", "failed", "tuned", "finished", "imported", "dead")
+
+#: Seconds between two heartbeats of a run's owner, and the age after which a heartbeat is stale: its owner is
+#: taken for dead, and another process may claim the run.
+HEARTBEAT_INTERVAL, HEARTBEAT_STALE = 10.0, 60.0
 
 _MISSING_TIME = 1e10  # MetaSchedule's stub for a run time that was not measured
 
@@ -30,7 +36,19 @@ class Run:
     settings: Mapping = field(default_factory=dict)
     status: str = RUNNING
     created: float = 0.0
-    updated: float = 0.0  # last write of the run: a ``running`` run not updated for long is a dead one
+    updated: float = 0.0  # last write of the run
+    owner: str | None = None  # the process that owns the run (:meth:`Store.claim_run`)
+    heartbeat: float | None = None  # the owner's last sign of life (``time.time()``)
+
+    def state(self, now: float | None = None) -> str:
+        """The status, except :data:`DEAD` for a ``running`` run whose owner's heartbeat is older than
+        :data:`HEARTBEAT_STALE` seconds at ``now`` (default: the current time), or that has no owner."""
+        if self.status != RUNNING:
+            return self.status
+        now = time.time() if now is None else now
+        if self.owner is None or self.heartbeat is None or now - self.heartbeat > HEARTBEAT_STALE:
+            return DEAD
+        return RUNNING
 
 
 @dataclass(frozen=True)
@@ -124,8 +142,9 @@ class Store(abc.ABC):
       killed at any point loses only what it had not yet handed to the store.
     - Several processes (and threads) may use one store at once; writes never lose or corrupt each other.
       Workloads are the only shared rows written by several runs: :meth:`commit_workload` is atomic.
-    - Runs, tasks, trials and checkpoints are append-only (only a run's status and ``updated`` change), so a
-      value read once stays true; a run's trials and checkpoints come back in the order they were added.
+    - Runs, tasks, trials and checkpoints are append-only (only a run's status, settings, owner, heartbeat
+      and ``updated`` change), so a value read once stays true; a run's trials and checkpoints come back in
+      the order they were added.
     - Unknown run ids raise :class:`~tunewise.errors.InputError`.
     - Workloads are TIR modules, kept as TVM JSON text under their structural hash (hex); the store never
       interprets them: equality is decided by the caller's ``equal`` function.
@@ -137,8 +156,8 @@ class Store(abc.ABC):
     # -- runs ------------------------------------------------------------------------------------------
     @abc.abstractmethod
     def create_run(self, model: str, target: str, scheduler: str, settings: Mapping, *,
-                   status: str = RUNNING) -> int:
-        """Add a run and return its id."""
+                   status: str = RUNNING, owner: str | None = None) -> int:
+        """Add a run and return its id; ``owner`` owns it from creation (:meth:`claim_run`)."""
 
     @abc.abstractmethod
     def get_run(self, run: int) -> Run:
@@ -151,6 +170,26 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def set_status(self, run: int, status: str) -> None:
         """Change a run's status (and its ``updated`` time)."""
+
+    @abc.abstractmethod
+    def set_settings(self, run: int, settings: Mapping) -> None:
+        """Replace a run's settings (a JSON object)."""
+
+    # -- ownership -------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def claim_run(self, run: int, owner: str, *, stale_after: float | None = None) -> None:
+        """Make ``owner`` (a text naming one process) the owner of ``run`` and set its heartbeat to now, when
+        the run has no owner, is ``owner``'s already, or its owner's heartbeat is older than ``stale_after``
+        seconds (default :data:`HEARTBEAT_STALE`). Atomic across processes: of several claims at once, one
+        wins. Raises :class:`~tunewise.errors.RunBusyError` when another live owner holds the run."""
+
+    @abc.abstractmethod
+    def beat(self, run: int, owner: str) -> bool:
+        """Set the heartbeat of ``run`` to now if ``owner`` owns it; whether it does."""
+
+    @abc.abstractmethod
+    def release_run(self, run: int, owner: str) -> None:
+        """Give up ``owner``'s ownership of ``run`` (nothing when it does not own it)."""
 
     # -- workloads -------------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -176,8 +215,11 @@ class Store(abc.ABC):
         """The run's tasks in index order (empty for imports)."""
 
     @abc.abstractmethod
-    def add_trials(self, run: int, trials: Sequence[StoredTrial], checkpoint: Checkpoint | None = None) -> None:
-        """Append ``trials`` (and the checkpoint of the slot that measured them) to a run, all or nothing."""
+    def add_trials(self, run: int, trials: Sequence[StoredTrial], checkpoint: Checkpoint | None = None, *,
+                   owner: str | None = None) -> None:
+        """Append ``trials`` (and the checkpoint of the slot that measured them) to a run, all or nothing.
+        With ``owner``, only while ``owner`` owns the run (its heartbeat is set too); else nothing is written
+        and :class:`~tunewise.errors.RunBusyError` is raised."""
 
     @abc.abstractmethod
     def get_trials(self, run: int | None = None, *, records: bool = True) -> list[StoredTrial]:

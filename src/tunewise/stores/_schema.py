@@ -19,6 +19,8 @@ runs = Table(
     Column("status", String(20), nullable=False),
     Column("created", Float, nullable=False),
     Column("updated", Float, nullable=False),
+    Column("owner", String(200)),  # the process tuning the run (NULL: none)
+    Column("heartbeat", Float),  # the owner's last sign of life
 )
 
 workloads = Table(

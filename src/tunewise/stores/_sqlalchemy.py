@@ -5,7 +5,10 @@ killed (not necessarily a power cut). Writers take the database lock when their 
 (``BEGIN IMMEDIATE``) and wait up to a minute for it, so concurrent writers queue instead of failing on a
 lock upgrade. On PostgreSQL, workload commits and migrations serialise on advisory locks.
 
-The schema is created and upgraded by the alembic migrations in ``migrations/`` when a store is opened.
+The schema is created and upgraded by the alembic migrations in ``migrations/`` when a store is opened for
+writing; a store opened ``read_only`` is never written (SQLite's ``query_only``), so it must be a tunewise store
+at the current schema already. Database errors a user can meet (a file that is not a database or is corrupt,
+a full disk, a lock held too long, a lost server) are raised as :class:`~tunewise.errors.StoreError`.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from sqlalchemy import event, func, select, update
+from sqlalchemy import event, func, inspect, or_, select, update
 from sqlalchemy.engine import Connection, Engine, create_engine, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 
-from tunewise.errors import InputError, message_line
+from tunewise.errors import InputError, RunBusyError, StoreError, message_line
+from tunewise.stores import _base
 from tunewise.stores import _schema as s
 from tunewise.stores._base import RUNNING, Artifact, Checkpoint, Run, Store, StoredTask, StoredTrial, ranking_latency
 
@@ -52,30 +56,75 @@ def alembic_config(connection: Connection):
     return config
 
 
-def upgrade(engine: Engine) -> None:
-    """Create the schema, or upgrade it to the newest migration; a no-op when it is current."""
-    from alembic import command
+def _revisions(conn: Connection) -> tuple[str | None, str]:
+    """``(the database's schema revision, the newest one)``; the database's is ``None`` when it has none.
+
+    Raises :class:`~tunewise.errors.StoreError` for a database that holds tables but no tunewise schema.
+    """
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
+    head = ScriptDirectory.from_config(alembic_config(conn)).get_current_head()
+    current = MigrationContext.configure(conn).get_current_revision()
+    if current is None and inspect(conn).get_table_names():
+        raise StoreError(f"{shown_url(conn.engine.url)} is not a tunewise store (it holds another program's tables)")
+    return current, head
+
+
+def upgrade(engine: Engine) -> None:
+    """Create the schema, or upgrade it to the newest migration; a no-op when it is current."""
+    from alembic import command
+
     with engine.connect() as conn:
-        head = ScriptDirectory.from_config(alembic_config(conn)).get_current_head()
-        if MigrationContext.configure(conn).get_current_revision() == head:
+        current, head = _revisions(conn)
+        if current == head:
             return
     with engine.execution_options(tunewise_write=True).begin() as conn:
         _lock(conn, _MIGRATION_LOCK)
-        if MigrationContext.configure(conn).get_current_revision() != head:
+        current, head = _revisions(conn)
+        if current != head:
             command.upgrade(alembic_config(conn), "head")
 
 
-def _sqlite_engine(url) -> Engine:
+def check_current(engine: Engine) -> None:
+    """Raise :class:`~tunewise.errors.StoreError` unless the database holds the current tunewise schema."""
+    with engine.connect() as conn:
+        current, head = _revisions(conn)
+    if current is None:
+        raise StoreError(f"{shown_url(engine.url)} is not a tunewise store (it is empty)")
+    if current != head:
+        raise StoreError(f"the store {shown_url(engine.url)} has an older schema; a command that writes to it "
+                         "(tunewise tune, tunewise records import) upgrades it")
+
+
+def shown_url(url) -> str:
+    """A store URL (text or SQLAlchemy URL) as shown to a user: its password hidden."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return str(url)
+
+
+def _user_errors(engine: Engine) -> None:
+    """Raise the database errors a user can meet (and fix) as :class:`~tunewise.errors.StoreError`."""
+
+    @event.listens_for(engine, "handle_error")
+    def _handle(context):
+        err = context.sqlalchemy_exception
+        if isinstance(err, OperationalError) or type(err) is DatabaseError:
+            raise StoreError(f"cannot use the store {shown_url(engine.url)}: {message_line(err.orig)}") from None
+
+
+def _sqlite_engine(url, read_only: bool) -> Engine:
     engine = create_engine(url, connect_args={"timeout": 60})
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection, _record):
         dbapi_connection.isolation_level = None  # transactions are begun below, DDL included
         cursor = dbapi_connection.cursor()
-        if url.database not in (None, "", ":memory:"):
+        if read_only:
+            cursor.execute("PRAGMA query_only=ON")
+        elif url.database not in (None, "", ":memory:"):
             cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
@@ -88,7 +137,7 @@ def _sqlite_engine(url) -> Engine:
     return engine
 
 
-def _engine(url: str, must_exist: bool) -> Engine:
+def _engine(url: str, must_exist: bool, read_only: bool) -> Engine:
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -104,7 +153,7 @@ def _engine(url: str, must_exist: bool) -> Engine:
             if path not in ("", ":memory:") and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
                 raise InputError(f"no folder for the store {path} (an absolute path takes four slashes: "
                                  "sqlite:////path/to/tunewise.db)")
-            return _sqlite_engine(parsed)
+            return _sqlite_engine(parsed, read_only)
         return create_engine(parsed, pool_pre_ping=True)
     except (NoSuchModuleError, ImportError) as err:
         raise InputError(f"store URL {url!r} needs a database driver that is not installed: {err}") from None
@@ -118,16 +167,18 @@ class SQLAlchemyStore(Store):
     >>> store.get_run(run).settings
     {'trials': 8}
 
-    ``must_exist`` refuses to create a SQLite file that is not there (for commands that only read).
+    ``must_exist`` refuses to create a SQLite file that is not there; ``read_only`` (for commands that only
+    read; implies ``must_exist``) never writes, and refuses a database without the current schema.
     """
 
-    def __init__(self, url: str, *, must_exist: bool = False):
+    def __init__(self, url: str, *, must_exist: bool = False, read_only: bool = False):
         self.url = url
-        self._engine = _engine(url, must_exist)
+        self._engine = _engine(url, must_exist or read_only, read_only)
         try:
-            upgrade(self._engine)
-        except OperationalError as err:
-            raise InputError(f"cannot open the store {url!r}: {message_line(err.orig)}") from None
+            (check_current if read_only else upgrade)(self._engine)
+        except DatabaseError as err:
+            raise StoreError(f"cannot open the store {url!r}: {message_line(err.orig)}") from None
+        _user_errors(self._engine)
         self._writer = self._engine.execution_options(tunewise_write=True)
 
     def __repr__(self) -> str:
@@ -138,17 +189,18 @@ class SQLAlchemyStore(Store):
 
     # -- runs ------------------------------------------------------------------------------------------
     def create_run(self, model: str, target: str, scheduler: str, settings: Mapping, *,
-                   status: str = RUNNING) -> int:
+                   status: str = RUNNING, owner: str | None = None) -> int:
         now = time.time()
         with self._writer.begin() as conn:
             return conn.execute(s.runs.insert().values(
                 model=model, target=target, scheduler=scheduler, settings=json.dumps(settings), status=status,
-                created=now, updated=now)).inserted_primary_key[0]
+                created=now, updated=now, owner=owner, heartbeat=None if owner is None else now)
+            ).inserted_primary_key[0]
 
     @staticmethod
     def _run(row) -> Run:
         return Run(row.id, row.model, row.target, row.scheduler, json.loads(row.settings), row.status,
-                   row.created, row.updated)
+                   row.created, row.updated, row.owner, row.heartbeat)
 
     def get_run(self, run: int) -> Run:
         with self._engine.connect() as conn:
@@ -162,10 +214,41 @@ class SQLAlchemyStore(Store):
             return [self._run(row) for row in conn.execute(select(s.runs).order_by(s.runs.c.id))]
 
     def set_status(self, run: int, status: str) -> None:
+        self._update(run, status=status, updated=time.time())
+
+    def set_settings(self, run: int, settings: Mapping) -> None:
+        self._update(run, settings=json.dumps(settings), updated=time.time())
+
+    def _update(self, run: int, **values) -> None:
         with self._writer.begin() as conn:
-            if not conn.execute(update(s.runs).where(s.runs.c.id == run)
-                                .values(status=status, updated=time.time())).rowcount:
+            if not conn.execute(update(s.runs).where(s.runs.c.id == run).values(**values)).rowcount:
                 raise InputError(f"no run {run} in the store {self.url}")
+
+    # -- ownership -------------------------------------------------------------------------------------
+    def claim_run(self, run: int, owner: str, *, stale_after: float | None = None) -> None:
+        now = time.time()
+        stale = now - (_base.HEARTBEAT_STALE if stale_after is None else stale_after)
+        c = s.runs.c
+        with self._writer.begin() as conn:
+            if conn.execute(update(s.runs).where(
+                    c.id == run, or_(c.owner.is_(None), c.owner == owner, c.heartbeat.is_(None), c.heartbeat < stale))
+                    .values(owner=owner, heartbeat=now)).rowcount:
+                return
+            row = conn.execute(select(c.owner, c.heartbeat).where(c.id == run)).first()
+        if row is None:
+            raise InputError(f"no run {run} in the store {self.url}")
+        raise RunBusyError(f"run {run} is being tuned by another process ({row.owner}, alive "
+                           f"{now - row.heartbeat:.0f}s ago); wait until it ends, or stop it first")
+
+    def beat(self, run: int, owner: str) -> bool:
+        with self._writer.begin() as conn:
+            return bool(conn.execute(update(s.runs).where(s.runs.c.id == run, s.runs.c.owner == owner)
+                                     .values(heartbeat=time.time())).rowcount)
+
+    def release_run(self, run: int, owner: str) -> None:
+        with self._writer.begin() as conn:
+            conn.execute(update(s.runs).where(s.runs.c.id == run, s.runs.c.owner == owner)
+                         .values(owner=None, heartbeat=None))
 
     # -- workloads -------------------------------------------------------------------------------------
     def commit_workload(self, shash: str, mod: str, equal: Callable[[str], bool]) -> int:
@@ -203,13 +286,18 @@ class SQLAlchemyStore(Store):
                     for row in conn.execute(select(s.tasks).where(s.tasks.c.run_id == run)
                                             .order_by(s.tasks.c.task_index))]
 
-    def add_trials(self, run: int, trials: Sequence[StoredTrial], checkpoint: Checkpoint | None = None) -> None:
+    def add_trials(self, run: int, trials: Sequence[StoredTrial], checkpoint: Checkpoint | None = None, *,
+                   owner: str | None = None) -> None:
         rows = [{"run_id": run, "task_index": t.task, "slot": t.slot, "workload_id": t.workload,
                  "target": t.target, "record": t.record, "candidate": t.candidate,
                  "run_secs": json.dumps(list(t.run_secs)), "latency": ranking_latency(t.record, t.run_secs),
                  "error": t.error, "message": t.message, "build_seconds": t.build_seconds,
                  "run_seconds": t.run_seconds, "timestamp": t.timestamp} for t in trials]
         with self._writer.begin() as conn:
+            if owner is not None and not conn.execute(
+                    update(s.runs).where(s.runs.c.id == run, s.runs.c.owner == owner)
+                    .values(heartbeat=time.time())).rowcount:
+                raise RunBusyError(f"run {run} was taken over by another process; this one stops")
             if rows:
                 conn.execute(s.trials.insert(), rows)
             if checkpoint is not None:
