@@ -3,11 +3,12 @@
 import json
 import math
 import multiprocessing
+import time
 
 import pytest
 
 from tunewise import stores
-from tunewise.errors import InputError
+from tunewise.errors import InputError, RunBusyError, StoreError
 from tunewise.stores import Checkpoint, StoredTask, StoredTrial
 
 
@@ -180,3 +181,133 @@ def test_two_processes_writing_one_store_lose_nothing(store, store_url):
         assert store.get_run(run).status == stores.TUNED
         assert [c.slot for c in store.get_checkpoints(run)] == list(range(30))
         assert [t.slot for t in store.get_trials(run)] == [s for s in range(30) for _ in range(4)]
+
+
+def test_a_run_has_one_owner_at_a_time(store):
+    run = store.create_run("m", "cpu", "random", {}, owner="a")
+    w = store.commit_workload("0000000000000001", "W", equal_to("W"))
+    assert (store.get_run(run).owner, store.get_run(run).state()) == ("a", stores.RUNNING)
+    with pytest.raises(RunBusyError, match=f"run {run} is being tuned by another process"):
+        store.claim_run(run, "b")
+    store.claim_run(run, "a")  # its own run
+    with pytest.raises(RunBusyError, match="taken over"):  # only the owner records slots
+        store.add_trials(run, [trial(w)], Checkpoint(0, 0, 1, 1.0, 1.0, 1e-3), owner="b")
+    assert store.get_trials(run) == [] and store.get_checkpoints(run) == []
+    store.add_trials(run, [trial(w)], Checkpoint(0, 0, 1, 1.0, 1.0, 1e-3), owner="a")
+    assert store.beat(run, "a") and not store.beat(run, "b")
+    time.sleep(0.05)
+    store.claim_run(run, "b", stale_after=0.01)  # a's heartbeat is stale: b takes the run over
+    assert store.get_run(run).owner == "b" and not store.beat(run, "a")
+    store.release_run(run, "a")  # a owns it no more: nothing changes
+    assert store.get_run(run).owner == "b"
+    store.release_run(run, "b")
+    store.claim_run(run, "c")
+    assert store.get_run(run).owner == "c"
+    with pytest.raises(InputError, match="no run 999"):
+        store.claim_run(999, "c")
+
+
+def test_a_running_run_without_a_live_owner_is_dead(store):
+    run = store.create_run("m", "cpu", "random", {}, owner="a")
+    beat = store.get_run(run).heartbeat
+    assert store.get_run(run).state(now=beat + stores.HEARTBEAT_STALE / 2) == stores.RUNNING
+    assert store.get_run(run).state(now=beat + stores.HEARTBEAT_STALE + 1) == stores.DEAD
+    store.release_run(run, "a")  # a running run nobody owns
+    assert store.get_run(run).state() == stores.DEAD
+    store.set_status(run, stores.INTERRUPTED)
+    assert store.get_run(run).state() == stores.INTERRUPTED
+
+
+def test_settings_can_be_replaced(store):
+    run = store.create_run("m", "cpu", "random", {"budget": {"max_trials": 8}})
+    store.set_settings(run, {"budget": {"max_trials": 16}})
+    assert store.get_run(run).settings == {"budget": {"max_trials": 16}}
+
+
+def _claimer(url: str, run: int, name: str, start, queue) -> None:
+    store = stores.create(url)
+    start.wait()
+    try:
+        store.claim_run(run, name)
+        queue.put(name)
+    except RunBusyError:
+        queue.put(None)
+
+
+def test_of_two_processes_claiming_a_run_one_wins(store, store_url):
+    run = store.create_run("m", "cpu", "random", {})
+    context = multiprocessing.get_context("spawn")
+    queue, start = context.Queue(), context.Barrier(2)
+    claimers = [context.Process(target=_claimer, args=(store_url, run, name, start, queue)) for name in ("a", "b")]
+    for c in claimers:
+        c.start()
+    for c in claimers:
+        c.join(timeout=120)
+    assert [c.exitcode for c in claimers] == [0, 0]
+    winners = [w for w in (queue.get(), queue.get()) if w is not None]
+    assert len(winners) == 1 and store.get_run(run).owner == winners[0]
+
+
+def test_a_store_of_the_first_schema_upgrades(store_url):
+    import sqlalchemy
+    from alembic import command
+
+    from tunewise.stores import _sqlalchemy
+
+    engine = sqlalchemy.create_engine(store_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.begin() as conn:
+        command.upgrade(_sqlalchemy.alembic_config(conn), "0001")
+        conn.exec_driver_sql("INSERT INTO runs (model, target, scheduler, settings, status, created, updated) "
+                             "VALUES ('m', 'cpu', 'random', '{}', 'running', 1.0, 2.0)")
+    engine.dispose()
+    store = stores.create(store_url)
+    [run] = store.get_runs()
+    assert (run.model, run.owner, run.heartbeat, run.state()) == ("m", None, None, stores.DEAD)
+    store.claim_run(run.id, "a")
+    assert store.get_run(run.id).owner == "a"
+    store.close()
+
+
+def test_a_read_only_store_is_never_written(store_url, store):
+    run = store.create_run("m", "cpu", "random", {})
+    reader = stores.create(store_url, read_only=True)
+    assert reader.get_run(run).model == "m"
+    with pytest.raises(Exception, match="read-only|readonly"):
+        reader.create_run("n", "cpu", "random", {})
+    reader.close()
+
+
+@pytest.mark.parametrize("content", [b"", b"SQLite format 3\x00" + bytes(range(256)) * 8, bytes(range(256)) * 16])
+def test_a_file_that_is_no_store_is_refused_without_writing(tmp_path, content):
+    path = tmp_path / "tunewise.db"
+    path.write_bytes(content)
+    with pytest.raises(StoreError, match="tunewise.db"):
+        stores.create(f"sqlite:///{path}", read_only=True)
+    assert path.read_bytes() == content
+    if content:  # an empty file is a new store to a command that writes
+        with pytest.raises(StoreError, match="tunewise.db"):
+            stores.create(f"sqlite:///{path}")
+
+
+def test_another_programs_database_is_refused(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE accounts (id INTEGER)")
+    for read_only in (True, False):
+        with pytest.raises(StoreError, match="not a tunewise store"):
+            stores.create(f"sqlite:///{path}", read_only=read_only)
+    with sqlite3.connect(path) as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["accounts"]
+
+
+def test_a_truncated_store_is_a_one_line_error(tmp_path):
+    path = tmp_path / "tunewise.db"
+    store = stores.create(f"sqlite:///{path}")
+    run = store.create_run("m", "cpu", "random", {"pad": "x" * 100_000})
+    store.close()
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])
+    with pytest.raises(StoreError, match="malformed|not a database"):
+        stores.create(f"sqlite:///{path}", read_only=True).get_run(run)

@@ -6,8 +6,8 @@ killed (not necessarily a power cut). Writers take the database lock when their 
 lock upgrade. On PostgreSQL, workload commits and migrations serialise on advisory locks.
 
 The schema is created and upgraded by the alembic migrations in ``migrations/`` when a store is opened for
-writing; a store opened ``read_only`` is never written (SQLite's ``query_only``), so it must be a tunewise store
-at the current schema already. Database errors a user can meet (a file that is not a database or is corrupt,
+writing; a store opened ``read_only`` is never written (SQLite's ``query_only``, PostgreSQL's read-only
+transactions), so it must be a tunewise store at the current schema already. Database errors a user can meet (a file that is not a database or is corrupt,
 a full disk, a lock held too long, a lost server) are raised as :class:`~tunewise.errors.StoreError`.
 """
 
@@ -154,7 +154,8 @@ def _engine(url: str, must_exist: bool, read_only: bool) -> Engine:
                 raise InputError(f"no folder for the store {path} (an absolute path takes four slashes: "
                                  "sqlite:////path/to/tunewise.db)")
             return _sqlite_engine(parsed, read_only)
-        return create_engine(parsed, pool_pre_ping=True)
+        options = {"connect_args": {"options": "-c default_transaction_read_only=on"}} if read_only else {}
+        return create_engine(parsed, pool_pre_ping=True, **options)
     except (NoSuchModuleError, ImportError) as err:
         raise InputError(f"store URL {url!r} needs a database driver that is not installed: {err}") from None
 
