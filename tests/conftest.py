@@ -1,4 +1,10 @@
-"""Shared fixtures: real TVM on tiny models, built once per test session."""
+"""Shared fixtures: real TVM on tiny models, built once per test session; real tuning processes."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -50,3 +56,57 @@ def tuned_store(tiny_mlp, measurer, tmp_path_factory):
                                         listeners=[lambda e, s: events.append((e, s))] if not sessions else []))
         sessions[-1].run()
     return store, sessions, events
+
+
+class TuneProcess:
+    """A real ``tunewise tune ARGS`` process in a process group of its own (as a shell starts a command), its
+    output going to a file."""
+
+    def __init__(self, folder, args):
+        self._log_path = folder / f"tune-{len(list(folder.glob('tune-*.log')))}.log"
+        with open(self._log_path, "w") as log:
+            self.process = subprocess.Popen([sys.executable, "-m", "tunewise.cli", "tune", *args], cwd=folder,
+                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.pid = self.process.pid
+
+    def output(self) -> str:
+        return self._log_path.read_text()
+
+    def wait_for_trials(self, store, count: int, timeout: float = 600) -> None:
+        """Until the store holds ``count`` trials (of any run)."""
+        deadline = time.monotonic() + timeout
+        while store.count_trials() < count:
+            assert self.process.poll() is None, f"tune exited early with {self.process.returncode}: {self.output()}"
+            assert time.monotonic() < deadline, "no trials recorded in time"
+            time.sleep(0.2)
+
+    def wait_for_output(self, text: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output():
+            assert self.process.poll() is None, f"tune exited early with {self.process.returncode}: {self.output()}"
+            assert time.monotonic() < deadline, f"{text!r} not printed in time"
+            time.sleep(0.1)
+
+    def wait(self, timeout: float = 300) -> int:
+        return self.process.wait(timeout=timeout)
+
+    def kill(self) -> None:
+        """SIGKILL to the process group, if it still runs."""
+        if self.process.poll() is None:
+            os.killpg(self.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+@pytest.fixture
+def tune_process(tmp_path):
+    """Starts :class:`TuneProcess` es in ``tmp_path``: ``tune_process("tiny-mlp", "--trials", "8")``; those
+    still running at the end are killed."""
+    started = []
+
+    def start(*args) -> TuneProcess:
+        started.append(TuneProcess(tmp_path, [str(a) for a in args]))
+        return started[-1]
+
+    yield start
+    for process in started:
+        process.kill()

@@ -22,12 +22,13 @@ def _ago(timestamp: float) -> str:
 
 
 def runs_table(summaries: list[RunSummary]) -> list[str]:
-    """One line per run: id, status, model, scheduler, trials, tuning time, latency estimate, last write."""
+    """One line per run: id, state (:meth:`~tunewise.stores.Run.state`: its status, or ``dead``), model,
+    scheduler, trials, tuning time, latency estimate, last write."""
     lines = [f"{'run':>4s}  {'status':11s} {'model':16s} {'scheduler':16s} {'trials':>7s} {'failed':>6s} "
              f"{'tuned s':>8s} {'untuned ms':>10s} {'estimate ms':>11s}  updated"]
     for s in summaries:
         r = s.run
-        lines.append(f"{r.id:4d}  {r.status:11s} {r.model[-16:]:16s} {r.scheduler[:16]:16s} {s.trials:7d} "
+        lines.append(f"{r.id:4d}  {r.state():11s} {r.model[-16:]:16s} {r.scheduler[:16]:16s} {s.trials:7d} "
                      f"{s.failures:6d} {s.elapsed:8.0f} {ms(s.untuned):>10s} {ms(s.estimate):>11s}  {_ago(r.updated)}")
     return lines
 
@@ -38,7 +39,7 @@ def run_table(summary: RunSummary) -> list[str]:
     estimate = (f"; model latency estimate {ms(summary.untuned)} -> {ms(summary.estimate)} ms "
                 f"({summary.untuned / summary.estimate:.2f}x)" if 0 < summary.estimate < math.inf else "")
     lines = [f"run {r.id}: {r.model} with {r.scheduler} on {r.target}",
-             f"status {r.status}; {summary.trials} trials ({summary.failures} failed) in {summary.elapsed:.0f}s"
+             f"status {r.state()}; {summary.trials} trials ({summary.failures} failed) in {summary.elapsed:.0f}s"
              + estimate,
              f"{'task':40s} {'weight':>6s} {'trials':>6s} {'failed':>6s} {'default ms':>10s} {'best ms':>9s} "
              f"{'latency %':>9s} {'time %':>7s}"]

@@ -7,8 +7,9 @@ lock upgrade. On PostgreSQL, workload commits and migrations serialise on adviso
 
 The schema is created and upgraded by the alembic migrations in ``migrations/`` when a store is opened for
 writing; a store opened ``read_only`` is never written (SQLite's ``query_only``, PostgreSQL's read-only
-transactions), so it must be a tunewise store at the current schema already. Database errors a user can meet (a file that is not a database or is corrupt,
-a full disk, a lock held too long, a lost server) are raised as :class:`~tunewise.errors.StoreError`.
+transactions), so it must be a tunewise store at the current schema already. Database errors a user can
+meet (a file that is not a database or is corrupt, a full disk, a lock held too long, a lost server) are
+raised as :class:`~tunewise.errors.StoreError`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,52 @@
+"""Stopping for real: Ctrl-C (SIGINT to the process group) and SIGTERM sent to a real ``tunewise tune``."""
+
+import os
+import signal
+
+import pytest
+
+from tunewise import cli, stores
+
+pytestmark = pytest.mark.tvm
+
+TRIALS, PER_SLOT = 12, 2
+
+
+def tune_args(tmp_path, url: str) -> list:
+    return ["tiny-mlp", "--trials", TRIALS, "--trials-per-slot", PER_SLOT, "--store", url, "-o", tmp_path / "out"]
+
+
+@pytest.mark.parametrize("signum,group", [(signal.SIGINT, True), (signal.SIGTERM, False)], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_tuning_cleanly_and_the_run_resumes(tmp_path, capsys, tune_process, signum, group):
+    url = f"sqlite:///{tmp_path}/tunewise.db"
+    store = stores.create(url)
+    tune = tune_process(*tune_args(tmp_path, url))
+    tune.wait_for_trials(store, PER_SLOT)
+    (os.killpg if group else os.kill)(tune.pid, signum)
+    code, output = tune.wait(), tune.output()
+    [run] = store.get_runs()
+    assert code == 128 + signum, output
+    hint = ("tunewise: interrupted; every trial measured so far is in the store: continue with "
+            f"tunewise tune --resume {run.id} --store {url}")
+    assert hint in output.splitlines(), output
+    assert "Traceback" not in output and "Segfault" not in output and "internal error" not in output
+    assert store.get_run(run.id).status == stores.INTERRUPTED and store.get_run(run.id).owner is None
+    before = store.get_trials(run.id)
+    assert len(before) == PER_SLOT * len(store.get_checkpoints(run.id)) and len(before) < TRIALS  # whole slots
+
+    assert cli.main(["tune", "--resume", str(run.id), "--store", url]) == 0
+    assert f"resumed after {len(before)} trials" in capsys.readouterr().err
+    after = store.get_trials(run.id)
+    assert after[:len(before)] == before and len(after) == TRIALS
+    assert store.get_run(run.id).status == stores.FINISHED
+
+
+def test_ctrl_c_before_tuning_says_nothing_was_measured(tmp_path, tune_process):
+    url = f"sqlite:///{tmp_path}/tunewise.db"
+    tune = tune_process(*tune_args(tmp_path, url))
+    tune.wait_for_output("importing the model")
+    os.killpg(tune.pid, signal.SIGINT)
+    code, output = tune.wait(), tune.output()
+    assert code == 130, output
+    assert output.splitlines()[-1] == "tunewise: interrupted before any trial was measured; nothing to resume", output
+    assert stores.create(url).count_trials() == 0
