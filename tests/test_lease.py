@@ -3,14 +3,16 @@ owner's run shows as dead and is taken over, and two resumes started at once lea
 
 import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 
 import pytest
 
-from tunewise import cli, stores
+from tunewise import cli, lease, stores
+from tunewise.errors import RunBusyError
 from tunewise.stores import _base
-
-pytestmark = pytest.mark.tvm
 
 TRIALS, PER_SLOT = 12, 2
 
@@ -25,7 +27,32 @@ def status_in_runs(capsys, url: str, run: int) -> str:
     return line.split()[1]
 
 
-def test_a_run_being_tuned_has_one_owner_and_a_dead_one_is_taken_over(tmp_path, capsys, tune_process, monkeypatch):
+def test_an_owner_is_gone_when_its_process_on_this_host_is():
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    host = socket.gethostname()
+    assert _base.owner_gone(f"pid {ended.stdout.strip()} on {host} (0123abcd)")
+    assert not _base.owner_gone(_base.owner_name())  # this process
+    assert not _base.owner_gone(f"pid {ended.stdout.strip()} on other-{host} (0123abcd)")  # cannot tell: alive
+
+
+def test_a_lease_beats_and_gives_the_run_up(tmp_path):
+    store = stores.create(f"sqlite:///{tmp_path}/tunewise.db")
+    run = store.create_run("m", "cpu", "random", {})
+    with lease.Lease(interval=0.05) as owned:
+        owned.claim(store, run)
+        first = store.get_run(run).heartbeat
+        with pytest.raises(RunBusyError):
+            lease.Lease().claim(store, run)
+        deadline = time.monotonic() + 10
+        while store.get_run(run).heartbeat == first:
+            assert time.monotonic() < deadline, "no heartbeat"
+            time.sleep(0.05)
+        assert store.get_run(run).owner == owned.owner
+    assert store.get_run(run).owner is None
+
+
+@pytest.mark.tvm
+def test_a_run_being_tuned_has_one_owner_and_a_dead_one_is_taken_over(tmp_path, capsys, tune_process):
     url = f"sqlite:///{tmp_path}/tunewise.db"
     store = stores.create(url)
     first = tune_process(*tune_args(tmp_path, url))
@@ -42,9 +69,7 @@ def test_a_run_being_tuned_has_one_owner_and_a_dead_one_is_taken_over(tmp_path, 
     os.kill(first.pid, signal.SIGKILL)  # the owner dies without giving the run up
     first.wait()
     assert store.get_run(run.id).status == stores.RUNNING
-    monkeypatch.setattr(_base, "HEARTBEAT_STALE", 1.0)  # instead of waiting a minute
-    time.sleep(1.5)
-    assert status_in_runs(capsys, url, run.id) == stores.DEAD
+    assert status_in_runs(capsys, url, run.id) == stores.DEAD  # its process is gone
     before = store.get_trials(run.id)
     assert cli.main(["tune", "--resume", str(run.id), "--store", url]) == 0  # taken over
     after = store.get_trials(run.id)
@@ -53,6 +78,7 @@ def test_a_run_being_tuned_has_one_owner_and_a_dead_one_is_taken_over(tmp_path, 
     assert store.get_run(run.id).status == stores.FINISHED and store.get_run(run.id).owner is None
 
 
+@pytest.mark.tvm
 def test_two_resumes_started_at_once_leave_the_run_whole(tmp_path, tune_process):
     url = f"sqlite:///{tmp_path}/tunewise.db"
     store = stores.create(url)

@@ -73,3 +73,42 @@ def test_a_killed_run_resumes_without_losing_or_repeating_a_trial(tmp_path, caps
     assert store.get_run(run.id).status == stores.FINISHED
     [artifact] = store.get_artifacts(run.id)
     assert artifact.metadata["trials"] == TRIALS and artifact.path == str(tmp_path / "out")
+
+
+def test_a_run_with_a_slot_stored_twice_resumes(tmp_path, capsys, tune_process):
+    url = f"sqlite:///{tmp_path}/tunewise.db"
+    store = stores.create(url)
+    tune = tune_process("tiny-mlp", "--trials", TRIALS, "--trials-per-slot", PER_SLOT, "--seed", 0, "--store", url,
+                        "-o", tmp_path / "out")
+    tune.wait_for_trials(store, 2 * PER_SLOT)
+    tune.kill()
+    [run] = store.get_runs()
+    # what two processes tuning the run at once left: the last slot recorded a second time
+    last = store.get_checkpoints(run.id)[-1]
+    store.add_trials(run.id, [t for t in store.get_trials(run.id) if t.slot == last.slot], last)
+    stored = store.get_trials(run.id)
+
+    assert cli.main(["tune", "--resume", str(run.id), "--store", url]) == 0
+    assert f"resumed after {len(stored)} trials" in capsys.readouterr().err
+    after = store.get_trials(run.id)
+    assert after[:len(stored)] == stored and len(after) == TRIALS  # every stored trial counted against the budget
+    slots = [c.slot for c in store.get_checkpoints(run.id)]
+    assert slots == sorted(slots) and len(set(slots)) == len(slots) - 1  # new slots follow the last one
+    assert store.get_run(run.id).status == stores.FINISHED
+
+
+def test_a_budget_option_on_resume_replaces_that_limit_only(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path}/tunewise.db"
+    store = stores.create(url)
+    assert cli.main(["tune", "tiny-mlp", "--time-budget", "1h", "--trials", "2", "--trials-per-slot", "2",
+                     "--store", url, "-o", str(tmp_path / "out")]) == 0
+    [run] = store.get_runs()
+    assert cli.main(["tune", "--resume", str(run.id), "--trials", "4", "--store", url]) == 0
+    assert store.get_run(run.id).settings["budget"] == {
+        "max_trials": 4, "time_budget": 3600.0, "per_task_trials": None, "patience": None}
+    assert len(store.get_trials(run.id)) == 4
+    assert cli.main(["tune", "--resume", str(run.id), "--patience", "50", "--store", url]) == 0  # a limit alone
+    assert store.get_run(run.id).settings["budget"] == {
+        "max_trials": 4, "time_budget": 3600.0, "per_task_trials": None, "patience": 50}
+    assert len(store.get_trials(run.id)) == 4
+    capsys.readouterr()

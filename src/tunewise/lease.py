@@ -3,11 +3,12 @@
 The store keeps each run's owner and the owner's last heartbeat (:meth:`tunewise.stores.Store.claim_run`). A
 :class:`Lease` claims a run (or holds one created with it as owner), beats its heartbeat every
 :data:`~tunewise.stores.HEARTBEAT_INTERVAL` seconds from a background thread, and gives the run up when it
-ends. A second process that claims the run meanwhile gets :class:`~tunewise.errors.RunBusyError`; once the
-owner is gone without giving it up (killed, power loss) its heartbeat goes stale after
-:data:`~tunewise.stores.HEARTBEAT_STALE` seconds, the run shows as ``dead``, and another process may claim
-it. The tuning loop commits each slot only while it holds the lease (``add_trials(..., owner=...)``), so two
-processes never record the same run.
+ends. A second process that claims the run meanwhile gets :class:`~tunewise.errors.RunBusyError`. An owner gone
+without giving the run up (killed, power loss) is known to be dead at once on its own host (its process
+no longer exists), and anywhere once its heartbeat is older than :data:`~tunewise.stores.HEARTBEAT_STALE`
+seconds: the run then shows as ``dead``, and another process may claim it. The tuning loop commits each
+slot only while it holds the lease (``add_trials(..., owner=...)``), so two processes never record the
+same run.
 
 >>> with Lease() as lease:                    # doctest: +SKIP
 ...     lease.claim(store, run)
@@ -16,17 +17,10 @@ processes never record the same run.
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
-import uuid
 
+from tunewise.errors import RunBusyError
 from tunewise.stores import _base
-
-
-def owner_name() -> str:
-    """A text naming this process (host and process id) uniquely among the owners of a store."""
-    return f"pid {os.getpid()} on {socket.gethostname()} ({uuid.uuid4().hex[:8]})"
 
 
 class Lease:
@@ -38,7 +32,7 @@ class Lease:
     """
 
     def __init__(self, *, interval: float | None = None):
-        self.owner = owner_name()
+        self.owner = _base.owner_name()
         self.store, self.run = None, None
         self.interval = _base.HEARTBEAT_INTERVAL if interval is None else interval
         self._stop = threading.Event()
@@ -47,7 +41,13 @@ class Lease:
     def claim(self, store, run: int) -> None:
         """Own run ``run`` of ``store``; raises :class:`~tunewise.errors.RunBusyError` when another live process
         owns it."""
-        store.claim_run(run, self.owner)
+        try:
+            store.claim_run(run, self.owner)
+        except RunBusyError:
+            holder = store.get_run(run).owner
+            if not _base.owner_gone(holder):
+                raise
+            store.claim_run(run, self.owner, gone=holder)
         self.hold(store, run)
 
     def hold(self, store, run: int) -> None:

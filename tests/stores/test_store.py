@@ -202,7 +202,10 @@ def test_a_run_has_one_owner_at_a_time(store):
     assert store.get_run(run).owner == "b"
     store.release_run(run, "b")
     store.claim_run(run, "c")
-    assert store.get_run(run).owner == "c"
+    with pytest.raises(RunBusyError):
+        store.claim_run(run, "d", gone="b")  # b is gone, but c owns the run
+    store.claim_run(run, "d", gone="c")  # c is known to be gone
+    assert store.get_run(run).owner == "d"
     with pytest.raises(InputError, match="no run 999"):
         store.claim_run(999, "c")
 

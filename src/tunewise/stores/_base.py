@@ -9,7 +9,11 @@ from __future__ import annotations
 import abc
 import json
 import math
+import os
+import re
+import socket
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -21,6 +25,27 @@ RUNNING, INTERRUPTED, FAILED, TUNED, FINISHED, IMPORTED, DEAD = (
 #: Seconds between two heartbeats of a run's owner, and the age after which a heartbeat is stale: its owner is
 #: taken for dead, and another process may claim the run.
 HEARTBEAT_INTERVAL, HEARTBEAT_STALE = 10.0, 60.0
+
+_OWNER = re.compile(r"^pid (\d+) on (.+) \([0-9a-f]+\)$")
+
+
+def owner_name() -> str:
+    """A text naming this process as a run's owner: its id, its host, and a random tag."""
+    return f"pid {os.getpid()} on {socket.gethostname()} ({uuid.uuid4().hex[:8]})"
+
+
+def owner_gone(owner: str | None) -> bool:
+    """Whether ``owner`` (an :func:`owner_name`) is a process of this host that no longer exists."""
+    match = _OWNER.match(owner or "")
+    if match is None or match.group(2) != socket.gethostname():
+        return False
+    try:
+        os.kill(int(match.group(1)), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process
+        return False
+    return False
 
 _MISSING_TIME = 1e10  # MetaSchedule's stub for a run time that was not measured
 
@@ -41,12 +66,14 @@ class Run:
     heartbeat: float | None = None  # the owner's last sign of life (``time.time()``)
 
     def state(self, now: float | None = None) -> str:
-        """The status, except :data:`DEAD` for a ``running`` run whose owner's heartbeat is older than
-        :data:`HEARTBEAT_STALE` seconds at ``now`` (default: the current time), or that has no owner."""
+        """The status, except :data:`DEAD` for a ``running`` run that has no owner, whose owner's heartbeat is
+        older than :data:`HEARTBEAT_STALE` seconds at ``now`` (default: the current time), or whose owner was
+        a process of this host that is gone."""
         if self.status != RUNNING:
             return self.status
         now = time.time() if now is None else now
-        if self.owner is None or self.heartbeat is None or now - self.heartbeat > HEARTBEAT_STALE:
+        if (self.owner is None or self.heartbeat is None or now - self.heartbeat > HEARTBEAT_STALE
+                or owner_gone(self.owner)):
             return DEAD
         return RUNNING
 
@@ -177,11 +204,13 @@ class Store(abc.ABC):
 
     # -- ownership -------------------------------------------------------------------------------------
     @abc.abstractmethod
-    def claim_run(self, run: int, owner: str, *, stale_after: float | None = None) -> None:
+    def claim_run(self, run: int, owner: str, *, stale_after: float | None = None,
+                  gone: str | None = None) -> None:
         """Make ``owner`` (a text naming one process) the owner of ``run`` and set its heartbeat to now, when
-        the run has no owner, is ``owner``'s already, or its owner's heartbeat is older than ``stale_after``
-        seconds (default :data:`HEARTBEAT_STALE`). Atomic across processes: of several claims at once, one
-        wins. Raises :class:`~tunewise.errors.RunBusyError` when another live owner holds the run."""
+        the run has no owner, is ``owner``'s already, its owner's heartbeat is older than ``stale_after``
+        seconds (default :data:`HEARTBEAT_STALE`), or its owner is ``gone`` (known to have ended). Atomic
+        across processes: of several claims at once, one wins. Raises :class:`~tunewise.errors.RunBusyError`
+        when another live owner holds the run."""
 
     @abc.abstractmethod
     def beat(self, run: int, owner: str) -> bool:

@@ -227,13 +227,15 @@ class SQLAlchemyStore(Store):
                 raise InputError(f"no run {run} in the store {self.url}")
 
     # -- ownership -------------------------------------------------------------------------------------
-    def claim_run(self, run: int, owner: str, *, stale_after: float | None = None) -> None:
+    def claim_run(self, run: int, owner: str, *, stale_after: float | None = None,
+                  gone: str | None = None) -> None:
         now = time.time()
         stale = now - (_base.HEARTBEAT_STALE if stale_after is None else stale_after)
         c = s.runs.c
         with self._writer.begin() as conn:
             if conn.execute(update(s.runs).where(
-                    c.id == run, or_(c.owner.is_(None), c.owner == owner, c.heartbeat.is_(None), c.heartbeat < stale))
+                    c.id == run, or_(c.owner.is_(None), c.owner == owner, c.heartbeat.is_(None), c.heartbeat < stale,
+                                     c.owner == gone))
                     .values(owner=owner, heartbeat=now)).rowcount:
                 return
             row = conn.execute(select(c.owner, c.heartbeat).where(c.id == run)).first()
