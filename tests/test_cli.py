@@ -114,3 +114,37 @@ def test_streams_prints_a_plan(capsys):
     assert cli.main(["streams", "inception-cells"]) == 0
     out = capsys.readouterr().out
     assert "streams:" in out and "syncs:" in out
+
+
+def _broken_store(kind: str, path) -> bytes:
+    """A store file that cannot be used: ``random`` bytes, a real store ``truncated`` to half, or ``empty``."""
+    if kind == "random":
+        path.write_bytes(bytes(range(256)) * 16)
+    elif kind == "truncated":
+        store = stores.create(f"sqlite:///{path}")
+        store.create_run("tiny-mlp", "cpu", "random", {"padding": "x" * 100_000})
+        store.close()
+        path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+    else:
+        path.write_bytes(b"")
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("kind", ["random", "truncated", "empty"])
+@pytest.mark.parametrize("command", [["runs"], ["show", "1"], ["report", "1", "-o", "{tmp}/report.html"],
+                                     ["records", "export", "1", "{tmp}/records"]], ids=lambda c: c[0])
+def test_a_read_only_command_on_a_broken_store_is_one_line_and_writes_nothing(capsys, tmp_path, kind, command):
+    path = tmp_path / "tunewise.db"
+    content = _broken_store(kind, path)
+    argv = [part.format(tmp=tmp_path) for part in command] + ["--store", f"sqlite:///{path}"]
+    assert "tunewise.db" in _one_line_error(capsys, argv)
+    assert path.read_bytes() == content
+
+
+@pytest.mark.parametrize("kind", ["random", "truncated"])
+@pytest.mark.parametrize("command", [["tune", "--resume", "1"], ["records", "import", "{tmp}"]], ids=lambda c: c[1])
+def test_a_writing_command_on_a_broken_store_is_one_line(capsys, tmp_path, kind, command):
+    path = tmp_path / "tunewise.db"
+    _broken_store(kind, path)
+    argv = [part.format(tmp=tmp_path) for part in command] + ["--store", f"sqlite:///{path}"]
+    assert "tunewise.db" in _one_line_error(capsys, argv)

@@ -112,3 +112,42 @@ def test_a_budget_option_on_resume_replaces_that_limit_only(tmp_path, capsys):
         "max_trials": 4, "time_budget": 3600.0, "per_task_trials": None, "patience": 50}
     assert len(store.get_trials(run.id)) == 4
     capsys.readouterr()
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A folder on a 4 MiB tmpfs of its own (mounting needs root)."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def test_a_full_disk_while_tuning_is_one_line_and_the_run_resumes(tmp_path, capsys, tune_process, small_filesystem):
+    url = f"sqlite:///{small_filesystem}/tunewise.db"
+    store = stores.create(url)
+    tune = tune_process("tiny-mlp", "--trials", TRIALS, "--trials-per-slot", PER_SLOT, "--store", url,
+                        "-o", tmp_path / "out")
+    tune.wait_for_trials(store, PER_SLOT)
+    with pytest.raises(OSError, match="No space left"), open(small_filesystem / "filler", "wb") as filler:
+        while True:
+            filler.write(bytes(1 << 16))
+            filler.flush()
+    code, output = tune.wait(), tune.output()
+    [run] = store.get_runs()
+    assert code == 2, output
+    last = output.splitlines()[-1]
+    assert last.startswith(f"tunewise: error: cannot use the store {url}: database or disk is full; "), output
+    assert last.endswith(f"continue with tunewise tune --resume {run.id} --store {url}"), output
+    assert "Traceback" not in output
+    before = store.get_trials(run.id)
+    assert len(before) >= PER_SLOT and store.get_run(run.id).state() == stores.DEAD
+
+    os.remove(small_filesystem / "filler")
+    assert cli.main(["tune", "--resume", str(run.id), "--store", url]) == 0
+    capsys.readouterr()
+    after = store.get_trials(run.id)
+    assert after[:len(before)] == before and len(after) == TRIALS
+    assert store.get_run(run.id).status == stores.FINISHED

@@ -282,7 +282,7 @@ _COMMANDS = {"tune": _cmd_tune, "run": _cmd_run, "tasks": _cmd_tasks, "runs": _c
 
 def _interrupted(err: KeyboardInterrupt, command: str | None) -> int:
     """Say what a stop (Ctrl-C, SIGTERM) of ``command`` left and how to continue; the exit code."""
-    from tunewise import interrupts, stores
+    from tunewise import interrupts, workflow
 
     stop = err if isinstance(err, interrupts.Interrupted) else interrupts.Interrupted()
     if command != "tune":
@@ -290,9 +290,8 @@ def _interrupted(err: KeyboardInterrupt, command: str | None) -> int:
     elif stop.run is None:
         print("tunewise: interrupted before any trial was measured; nothing to resume", file=sys.stderr)
     else:
-        store = "" if stop.store_url in (None, stores.DEFAULT_URL) else f" --store {stores.shown_url(stop.store_url)}"
-        print(f"tunewise: interrupted; every trial measured so far is in the store: continue with "
-              f"tunewise tune --resume {stop.run}{store}", file=sys.stderr)
+        print("tunewise: interrupted; every trial measured so far is in the store: continue with "
+              + workflow.resume_command(stop.run, stop.store_url), file=sys.stderr)
     return stop.exit_code
 
 

@@ -34,7 +34,7 @@ from tunewise import (
     zoo,
 )
 from tunewise import target as targets
-from tunewise.errors import InputError
+from tunewise.errors import InputError, StoreError
 
 
 class Reporter:
@@ -159,13 +159,25 @@ def _replaced_limits(limits: Mapping, budget: session.Budget | Mapping) -> dict:
     return dataclasses.asdict(session.Budget(**{**limits, **{k: v for k, v in changes.items() if v is not None}}))
 
 
+def resume_command(run: int, store_url: str | None) -> str:
+    """The command line that resumes run ``run`` of the store at ``store_url`` (its password hidden)."""
+    store = "" if store_url in (None, stores.DEFAULT_URL) else f" --store {stores.shown_url(store_url)}"
+    return f"tunewise tune --resume {run}{store}"
+
+
 @contextlib.contextmanager
 def _ownership():
     """A :class:`~tunewise.lease.Lease` for a job; a stop (Ctrl-C) that ends the job is raised as
-    :class:`~tunewise.interrupts.Interrupted` naming the run the lease holds, left ``interrupted``."""
+    :class:`~tunewise.interrupts.Interrupted` naming the run the lease holds, left ``interrupted``; a store
+    that fails while the job holds a run raises :class:`~tunewise.errors.StoreError` saying how to resume it."""
     with lease.Lease() as owned:
         try:
             yield owned
+        except StoreError as err:
+            if owned.run is None:
+                raise
+            raise StoreError(f"{err}; the trials stored so far are kept: once the store works again, continue "
+                             f"with {resume_command(owned.run, owned.store.url)}") from None
         except KeyboardInterrupt as err:
             stop = err if isinstance(err, interrupts.Interrupted) else interrupts.Interrupted()
             if owned.run is None:
