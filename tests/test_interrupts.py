@@ -2,6 +2,7 @@
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -16,13 +17,18 @@ def tune_args(tmp_path, url: str) -> list:
     return ["tiny-mlp", "--trials", TRIALS, "--trials-per-slot", PER_SLOT, "--store", url, "-o", tmp_path / "out"]
 
 
-@pytest.mark.parametrize("signum,group", [(signal.SIGINT, True), (signal.SIGTERM, False)], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_stops_tuning_cleanly_and_the_run_resumes(tmp_path, capsys, tune_process, signum, group):
+@pytest.mark.parametrize("signum,group,times", [(signal.SIGINT, True, 1), (signal.SIGINT, True, 2),
+                                               (signal.SIGTERM, False, 1)], ids=["SIGINT", "SIGINT-twice", "SIGTERM"])
+def test_a_signal_stops_tuning_cleanly_and_the_run_resumes(tmp_path, capsys, tune_process, signum, group, times):
+    """Ctrl-C (to the process group, as a terminal sends it) finishes the slot in flight; a second Ctrl-C or a
+    SIGTERM (to the process) drops it. Either way the run is left ``interrupted`` with whole slots."""
     url = f"sqlite:///{tmp_path}/tunewise.db"
     store = stores.create(url)
     tune = tune_process(*tune_args(tmp_path, url))
     tune.wait_for_trials(store, PER_SLOT)
-    (os.killpg if group else os.kill)(tune.pid, signum)
+    for _ in range(times):
+        (os.killpg if group else os.kill)(tune.pid, signum)
+        time.sleep(0.2)
     code, output = tune.wait(), tune.output()
     [run] = store.get_runs()
     assert code == 128 + signum, output
@@ -33,6 +39,7 @@ def test_a_signal_stops_tuning_cleanly_and_the_run_resumes(tmp_path, capsys, tun
     assert store.get_run(run.id).status == stores.INTERRUPTED and store.get_run(run.id).owner is None
     before = store.get_trials(run.id)
     assert len(before) == PER_SLOT * len(store.get_checkpoints(run.id)) and len(before) < TRIALS  # whole slots
+    assert not any(t.error for t in before)  # no candidate failed for a worker stopped by the signal
 
     assert cli.main(["tune", "--resume", str(run.id), "--store", url]) == 0
     assert f"resumed after {len(before)} trials" in capsys.readouterr().err

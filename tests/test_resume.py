@@ -1,5 +1,6 @@
 """Resume for real: ``tunewise tune`` killed with SIGKILL in the middle of tuning, then ``--resume``d."""
 
+import math
 import os
 import signal
 import subprocess
@@ -73,6 +74,29 @@ def test_a_killed_run_resumes_without_losing_or_repeating_a_trial(tmp_path, caps
     assert store.get_run(run.id).status == stores.FINISHED
     [artifact] = store.get_artifacts(run.id)
     assert artifact.metadata["trials"] == TRIALS and artifact.path == str(tmp_path / "out")
+    assert_only_records_beating_the_defaults_are_applied(store, run)
+
+
+def assert_only_records_beating_the_defaults_are_applied(store, run) -> None:
+    """What the artifact of ``run`` applies (per task, the best record if it beats the task's default latency)
+    is chosen against the default latencies the run measured when it started, as the resumed job used them."""
+    from tunewise import compile as compiler
+    from tunewise import frontend, tasks
+    from tunewise import target as targets
+
+    stored = store.get_tasks(run.id)
+    assert all(0 < t.default_latency < math.inf for t in stored)
+    model = tasks.extract(frontend.load(run.model), targets.resolve(run.target))
+    model = model.with_default_latencies(t.default_latency for t in stored)
+    chosen = compiler.best_records_database(model, stores.StoreDatabase(store, target=model.target))
+    bests = {t.workload: min(x.latency for x in store.get_trials(run.id) if x.workload == t.workload) for t in stored}
+    for mod, stored_task in zip(model.task_mods, stored, strict=True):
+        applied = chosen.get_top_k(chosen.commit_workload(mod), 1) if chosen.has_workload(mod) else []
+        if applied:
+            latency = sum(float(s) for s in applied[0].run_secs) / len(applied[0].run_secs)
+            assert latency < stored_task.default_latency
+        else:  # the default schedule was kept: nothing the run measured beat it
+            assert bests[stored_task.workload] >= stored_task.default_latency
 
 
 def test_a_run_with_a_slot_stored_twice_resumes(tmp_path, capsys, tune_process):
