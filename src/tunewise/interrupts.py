@@ -3,7 +3,7 @@
 Python's own Ctrl-C raises :class:`KeyboardInterrupt` wherever the main thread is, TVM's native code and the
 Python callbacks it calls (the cost model, the store's MetaSchedule database) included, where it can abort
 the process. Inside :func:`handled`, a signal only records a stop request, and the command stops at its next
-safe point (:func:`check`: between phases, between slots, between candidates):
+safe point (:func:`raise_if_stopped`: between phases, between slots, between candidates):
 
 - the first SIGINT asks to stop after the slot in flight, which is finished and recorded;
 - SIGTERM, or a second signal, asks to stop at once: the slot in flight is dropped at its next candidate;
@@ -52,7 +52,7 @@ def requested() -> bool:
     return bool(_requests)
 
 
-def check(*, at_once: bool = False) -> None:
+def raise_if_stopped(*, at_once: bool = False) -> None:
     """Raise :class:`Interrupted` if a stop was asked for (with ``at_once``: only a stop at once)."""
     if _requests and (not at_once or len(_requests) >= 2 or signal.SIGTERM in _requests):
         raise Interrupted(_requests[0])

@@ -172,7 +172,7 @@ class Measurer:
         is told it before each candidate (the adaptive one stops clearly slower candidates early). ``None``
         (candidates of different tasks, or default schedules) tells the evaluator no reference at all.
 
-        A stop at once (:func:`tunewise.interrupts.check`) ends the batch at its next candidate.
+        A stop at once (:func:`tunewise.interrupts.raise_if_stopped`) ends the batch at its next candidate.
         """
         futures = [self.builder.submit(mod, self.target) for mod, _ in batch]
         results: list[Measurement | None] = [None] * len(batch)
@@ -185,7 +185,7 @@ class Measurer:
                 reference = min(reference, results[i].latency)
 
         for i, (future, (_, args_info)) in enumerate(zip(futures, batch, strict=True)):
-            interrupts.check(at_once=True)
+            interrupts.raise_if_stopped(at_once=True)
             path, seconds, kind, message = self._collect_build(future)
             if path is None:
                 results[i] = Measurement((), kind, message[:500], seconds)
@@ -194,7 +194,7 @@ class Measurer:
             else:
                 pending.append((i, path, seconds, args_info))
         for item in pending:
-            interrupts.check(at_once=True)
+            interrupts.raise_if_stopped(at_once=True)
             run(*item)
         return results
 

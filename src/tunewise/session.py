@@ -308,7 +308,7 @@ class Session:
         self._start = time.perf_counter()
         try:
             while not self._out_of_budget():
-                interrupts.check()
+                interrupts.raise_if_stopped()
                 snapshot = self.snapshot()
                 if not snapshot.live:
                     break
@@ -351,7 +351,7 @@ class Session:
         measurements = self.measurer.measure([(c.sch.mod, c.args_info) for c in candidates], reference=best_before)
         measure_seconds = time.perf_counter() - measure_start
         if any(m.error for m in measurements):
-            interrupts.check()
+            interrupts.raise_if_stopped()
         now, target, workload = time.time(), str(self.model.target), self.database.workload(self._workloads[k])
         trials = [StoredTrial(self._workloads[k], _record_json(c, m, workload, self.model.target), m.run_secs,
                               m.error, m.message, k, self._slot, target, key, m.build_seconds, m.run_seconds, now)

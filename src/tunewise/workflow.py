@@ -18,23 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tunewise import compile as compiler
-from tunewise import (
-    cost_models,
-    frontend,
-    graph,
-    interrupts,
-    lease,
-    measure,
-    runners,
-    schedulers,
-    session,
-    stores,
-    tasks,
-    tvm_env,
-    zoo,
-)
+from tunewise import cost_models, frontend, graph, measure, runners, schedulers, session, stores, tasks, tvm_env, zoo
 from tunewise import target as targets
 from tunewise.errors import InputError, StoreError
+from tunewise.interrupts import Interrupted, raise_if_stopped
+from tunewise.lease import Lease
 
 
 class Reporter:
@@ -170,7 +158,7 @@ def _ownership():
     """A :class:`~tunewise.lease.Lease` for a job; a stop (Ctrl-C) that ends the job is raised as
     :class:`~tunewise.interrupts.Interrupted` naming the run the lease holds, left ``interrupted``; a store
     that fails while the job holds a run raises :class:`~tunewise.errors.StoreError` saying how to resume it."""
-    with lease.Lease() as owned:
+    with Lease() as owned:
         try:
             yield owned
         except StoreError as err:
@@ -179,7 +167,7 @@ def _ownership():
             raise StoreError(f"{err}; the trials stored so far are kept: once the store works again, continue "
                              f"with {resume_command(owned.run, owned.store.url)}") from None
         except KeyboardInterrupt as err:
-            stop = err if isinstance(err, interrupts.Interrupted) else interrupts.Interrupted()
+            stop = err if isinstance(err, Interrupted) else Interrupted()
             if owned.run is None:
                 raise stop from None
             with contextlib.suppress(Exception):  # Session.run has set it when the stop came while tuning
@@ -189,7 +177,7 @@ def _ownership():
 
 
 def _tune(source, store, run: int | None, settings: dict, scheduler, target, example_inputs,
-          reporter: Reporter | None, compare_torch: bool, owned: lease.Lease) -> TuneResult:
+          reporter: Reporter | None, compare_torch: bool, owned: Lease) -> TuneResult:
     """The job behind :func:`tune` (``run`` None: a new run) and :func:`resume`; ``store`` may be a URL.
     ``owned`` holds the run (a new run: from its creation)."""
     reporter = reporter or Reporter()
@@ -219,7 +207,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
         eager = torch_latency(*zoo.get(source, seed=seed))
     output = settings["output"] or os.path.abspath(os.path.join("tunewise-out", imported.name))
 
-    interrupts.check()
+    raise_if_stopped()
     measurer = measure.Measurer(tvm_target, measure.MeasureConfig(**settings["measure"]), evaluator=evaluator)
     try:
         stored = store.get_tasks(run) if run is not None else []
@@ -227,7 +215,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
         model = tasks.extract(imported, tvm_target, level=level, measurer=None if stored else measurer)
         if len(stored) == len(model.tasks):  # resuming: the default latencies the run was tuned against
             model = model.with_default_latencies(s.default_latency for s in stored)
-        interrupts.check()
+        raise_if_stopped()
         if run is None:
             settings["output"] = output
             run = store.create_run(model.name, str(tvm_target), settings["scheduler"] or repr(scheduler), settings,
@@ -244,7 +232,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
     finally:
         measurer.close()
 
-    interrupts.check()
+    raise_if_stopped()
     reporter.phase("compiling the untuned model")
     untuned = compiler.CompiledModel(compiler.build(model), tvm_target)
     untuned_latency = untuned.time(*model.inputs, repeat=3, min_repeat_ms=0).median
