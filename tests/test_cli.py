@@ -114,3 +114,27 @@ def test_streams_prints_a_plan(capsys):
     assert cli.main(["streams", "inception-cells"]) == 0
     out = capsys.readouterr().out
     assert "streams:" in out and "syncs:" in out
+
+
+def _tunewise(*args, cwd=None, timeout=300):
+    """Run the CLI in a process of its own; returns it with ``stdout`` and ``stderr`` as text."""
+    return subprocess.run([sys.executable, "-m", "tunewise.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env={**os.environ, "COLUMNS": "200"})  # unwrapped lines
+
+
+@pytest.mark.tvm
+def test_store_password_is_never_printed(password_postgres, tmp_path):
+    url, password = password_postgres
+    tuned = _tunewise("tune", "tiny-mlp", "--trials", "4", "--trials-per-slot", "2", "--store", url,
+                      "-o", str(tmp_path / "out"), cwd=tmp_path)
+    assert tuned.returncode == 0, tuned.stderr
+    assert "tuning as run 1 of postgresql+psycopg://tuner:***@127.0.0.1" in tuned.stderr
+    wrong = url.replace(password, "Wr0ng-Pa55word")
+    bad_password, unknown_run = (_tunewise(*argv, cwd=tmp_path) for argv in (["runs", "--store", wrong],
+                                                                             ["show", "99", "--store", url]))
+    assert "password authentication failed" in bad_password.stderr and "no run 99" in unknown_run.stderr
+    for failed in (bad_password, unknown_run):
+        assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
+    for process in (tuned, bad_password, unknown_run):
+        assert password not in process.stdout + process.stderr
+        assert "Wr0ng-Pa55word" not in process.stdout + process.stderr

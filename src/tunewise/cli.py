@@ -270,12 +270,22 @@ _COMMANDS = {"tune": _cmd_tune, "run": _cmd_run, "tasks": _cmd_tasks, "runs": _c
              "report": _cmd_report, "records": _cmd_records, "streams": _cmd_streams}
 
 
+def _without_passwords(text: str, argv: list[str]) -> str:
+    """``text`` with the password of any store URL among the arguments hidden."""
+    from tunewise.stores import hide_secrets
+
+    for arg in argv:
+        text = hide_secrets(text, arg)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = _parser().parse_args(argv)
         return _COMMANDS[args.command](args)
     except TunewiseError as err:
-        print(f"tunewise: error: {err}", file=sys.stderr)
+        print(f"tunewise: error: {_without_passwords(str(err), argv)}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         print("tunewise: interrupted; every trial measured so far is in the store: "
@@ -285,8 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("TUNEWISE_DEBUG"):
             raise
         first = message_line(err) if str(err).strip() else ""
-        print(f"tunewise: internal error: {type(err).__name__}: {first} (TUNEWISE_DEBUG=1 shows the traceback)",
-              file=sys.stderr)
+        print(f"tunewise: internal error: {type(err).__name__}: {_without_passwords(first, argv)} "
+              "(TUNEWISE_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 1
 
 

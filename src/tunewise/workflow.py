@@ -165,8 +165,8 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
         loop = session.Session(model, scheduler, budget, measurer, store, run,
                                trials_per_slot=settings["trials_per_slot"], seed=seed, cost_model=cost_model_name,
                                share=settings.get("share", False), listeners=[reporter.slot])
-        reporter.phase(f"tuning as run {run} of {store.url}" + (f", resumed after {len(loop.trials)} trials"
-                                                                  if loop.trials else ""))
+        reporter.phase(f"tuning as run {run} of {stores.display_url(store.url)}"
+                       + (f", resumed after {len(loop.trials)} trials" if loop.trials else ""))
         reporter.tuning_started(model, budget)
         final = loop.run()
         reporter.tuning_finished()

@@ -23,6 +23,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from tunewise.errors import InputError, message_line
 from tunewise.stores import _schema as s
 from tunewise.stores._base import RUNNING, Artifact, Checkpoint, Run, Store, StoredTask, StoredTrial, ranking_latency
+from tunewise.stores._url import display_url, hide_secrets
 
 _MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
 _MIGRATION_LOCK = 0x7475_6E65  # PostgreSQL advisory lock key of schema upgrades
@@ -92,7 +93,7 @@ def _engine(url: str, must_exist: bool) -> Engine:
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise InputError(f"bad store URL {url!r}: expected e.g. sqlite:///tunewise.db or "
+        raise InputError(f"bad store URL {display_url(url)!r}: expected e.g. sqlite:///tunewise.db or "
                          "postgresql+psycopg://user:password@host/database") from None
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")  # the driver tunewise installs
@@ -107,7 +108,8 @@ def _engine(url: str, must_exist: bool) -> Engine:
             return _sqlite_engine(parsed)
         return create_engine(parsed, pool_pre_ping=True)
     except (NoSuchModuleError, ImportError) as err:
-        raise InputError(f"store URL {url!r} needs a database driver that is not installed: {err}") from None
+        raise InputError(f"store URL {display_url(url)!r} needs a database driver that is not installed: "
+                         f"{hide_secrets(str(err), url)}") from None
 
 
 class SQLAlchemyStore(Store):
@@ -127,11 +129,12 @@ class SQLAlchemyStore(Store):
         try:
             upgrade(self._engine)
         except OperationalError as err:
-            raise InputError(f"cannot open the store {url!r}: {message_line(err.orig)}") from None
+            raise InputError(f"cannot open the store {display_url(url)!r}: "
+                             f"{hide_secrets(message_line(err.orig), url)}") from None
         self._writer = self._engine.execution_options(tunewise_write=True)
 
     def __repr__(self) -> str:
-        return f"SQLAlchemyStore({self._engine.url.render_as_string(hide_password=True)!r})"
+        return f"SQLAlchemyStore({display_url(self.url)!r})"
 
     def close(self) -> None:
         self._engine.dispose()
@@ -154,7 +157,7 @@ class SQLAlchemyStore(Store):
         with self._engine.connect() as conn:
             row = conn.execute(select(s.runs).where(s.runs.c.id == run)).first()
         if row is None:
-            raise InputError(f"no run {run} in the store {self.url}")
+            raise InputError(f"no run {run} in the store {display_url(self.url)}")
         return self._run(row)
 
     def get_runs(self) -> list[Run]:
@@ -165,7 +168,7 @@ class SQLAlchemyStore(Store):
         with self._writer.begin() as conn:
             if not conn.execute(update(s.runs).where(s.runs.c.id == run)
                                 .values(status=status, updated=time.time())).rowcount:
-                raise InputError(f"no run {run} in the store {self.url}")
+                raise InputError(f"no run {run} in the store {display_url(self.url)}")
 
     # -- workloads -------------------------------------------------------------------------------------
     def commit_workload(self, shash: str, mod: str, equal: Callable[[str], bool]) -> int:
