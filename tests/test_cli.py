@@ -138,3 +138,61 @@ def test_store_password_is_never_printed(password_postgres, tmp_path):
     for process in (tuned, bad_password, unknown_run):
         assert password not in process.stdout + process.stderr
         assert "Wr0ng-Pa55word" not in process.stdout + process.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_artifact(tiny_mlp, tmp_path_factory):
+    """A real artifact of tiny-mlp, saved by CompiledModel.save."""
+    from tunewise import compile as compiler
+
+    compiled = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target, {"model": "tiny-mlp", "run": 3})
+    compiled.metadata.update(compiler.io_metadata(tiny_mlp.inputs, tiny_mlp.reference_outputs))
+    return compiled.save(str(tmp_path_factory.mktemp("artifact") / "tiny-mlp"))
+
+
+def _damaged(artifact, tmp_path, name, damage):
+    import shutil
+
+    folder = shutil.copytree(artifact, tmp_path / "damaged")
+    path = folder / name
+    path.write_bytes(damage(path.read_bytes()))
+    return str(folder)
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize("damage,expected", [
+    (lambda b: b[:len(b) // 2], "model.so is damaged"),
+    (lambda b: b"", "model.so is damaged"),
+    (lambda b: bytes(__import__("numpy").random.default_rng(0).integers(0, 256, len(b), dtype="uint8")),
+     "model.so is damaged"),
+], ids=["truncated", "empty", "random"])
+def test_run_refuses_a_damaged_library_in_one_line(tiny_artifact, tmp_path, damage, expected):
+    proc = _tunewise("run", _damaged(tiny_artifact, tmp_path, "model.so", damage), "--repeat", "1")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and expected in proc.stderr, proc.stderr
+
+
+def _edited(**changes):
+    """A damage that sets keys of the real metadata.json, its model.so checksum kept."""
+    return lambda text: json.dumps({**json.loads(text), **changes}).encode()
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize("damage,expected", [
+    (lambda _: bytes(range(256)) * 4, "not JSON text"),
+    (lambda _: b"[1,2,3]", "a JSON list, not an object"),
+    (lambda _: b"{}", "names no target"),
+    (_edited(target={"kind": "no-such-kind"}), "names a bad target"),
+    (_edited(inputs=[{"shape": "x"}]), "has no shape"),
+    (_edited(inputs=[{"shape": [1, 64], "dtype": "float99"}]), "has no valid dtype"),
+    (lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "model_sha256"}).encode(),
+     "not a tunewise artifact of this version (metadata.json has no checksum of model.so): rebuild it with "
+     "tunewise tune --resume 3 -o"),
+], ids=["random", "list", "empty-object", "bad-target", "bad-shape", "bad-dtype", "no-checksum"])
+def test_run_refuses_damaged_metadata_in_one_line(capsys, tiny_artifact, tmp_path, damage, expected):
+    assert expected in _one_line_error(capsys, ["run", _damaged(tiny_artifact, tmp_path, "metadata.json", damage)])
+
+
+@pytest.mark.tvm
+def test_run_loads_an_intact_artifact(capsys, tiny_artifact):
+    assert cli.main(["run", tiny_artifact, "--repeat", "1"]) == 0
+    assert "tiny-mlp: median" in capsys.readouterr().out
