@@ -196,3 +196,50 @@ def test_run_refuses_damaged_metadata_in_one_line(capsys, tiny_artifact, tmp_pat
 def test_run_loads_an_intact_artifact(capsys, tiny_artifact):
     assert cli.main(["run", tiny_artifact, "--repeat", "1"]) == 0
     assert "tiny-mlp: median" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    """``(store URL, artifact folder)`` of run 1: tiny-mlp tuned for 2 trials through the CLI."""
+    folder = tmp_path_factory.mktemp("cli-run")
+    url, out = f"sqlite:///{folder}/tunewise.db", str(folder / "artifact")
+    assert cli.main(["tune", "tiny-mlp", "--trials", "2", "--trials-per-slot", "2", "-o", out, "--store", url]) == 0
+    return url, out
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize("output", ["/proc/x", "file", "file/below"])
+def test_a_bad_output_is_refused_before_tuning(capsys, tmp_path, output):
+    (tmp_path / "file").write_text("taken\n")
+    url = f"sqlite:///{tmp_path}/tunewise.db"
+    message = _one_line_error(capsys, ["tune", "tiny-mlp", "--trials", "2", "--trials-per-slot", "2", "--store", url,
+                                       "-o", os.path.join(tmp_path, output)])
+    assert "cannot write the artifact folder" in message
+    assert not os.path.exists(tmp_path / "tunewise.db")  # refused before the store was opened
+
+
+@pytest.mark.tvm
+def test_resume_writes_the_artifact_to_a_new_output(capsys, tmp_path, cli_run):
+    url, first = cli_run
+    assert "cannot write the artifact folder" in _one_line_error(capsys, ["tune", "--resume", "1", "-o", "/proc/x",
+                                                                          "--store", url])
+    out = str(tmp_path / "again")
+    assert cli.main(["tune", "--resume", "1", "-o", out, "--store", url]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(f"artifact         {out}")
+    store = stores.create(url)
+    assert store.get_run(1).settings["output"] == out
+    assert [a.path for a in store.get_artifacts(1)] == [first, out]
+    assert cli.main(["run", out, "--repeat", "1"]) == 0
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize("argv,expected", [
+    (["report", "1", "-o", "/proc/x.html"], "cannot write the report /proc/x.html"),
+    (["report", "1", "-o", "{tmp}/file/r.html"], "is a file, not a folder"),
+    (["records", "export", "1", "/proc/x"], "cannot write the records folder /proc/x"),
+    (["records", "export", "1", "{tmp}/file/records"], "is a file, not a folder"),
+])
+def test_a_bad_report_or_export_destination_is_one_line(capsys, tmp_path, cli_run, argv, expected):
+    (tmp_path / "file").write_text("taken\n")
+    argv = [arg.replace("{tmp}", str(tmp_path)) for arg in argv] + ["--store", cli_run[0]]
+    assert expected in _one_line_error(capsys, argv)

@@ -71,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--graph-level", help="graph passes: none, decompose, fold-bn, nhwc (default)")
     tune.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                       help="shape of an ONNX input with dynamic dimensions")
-    tune.add_argument("--output", "-o", help="artifact folder (default tunewise-out/MODEL)")
+    tune.add_argument("--output", "-o", help="artifact folder (default tunewise-out/MODEL; with --resume, "
+                                             "replaces the run's)")
     tune.add_argument("--seed", help="seed of the searches and the scheduler (default 0)")
     _store_option(tune)
 
@@ -133,14 +134,14 @@ def _cmd_tune(args) -> int:
     from tunewise.progress import LiveProgress
 
     if args.resume is not None:
-        own = ("scheduler", "trials_per_slot", "graph_level", "seed", "output", "target", "evaluator", "cost_model")
+        own = ("scheduler", "trials_per_slot", "graph_level", "seed", "target", "evaluator", "cost_model")
         fixed = [f"--{name.replace('_', '-')}" for name in own if getattr(args, name) is not None]
         fixed += ["--no-share"] if args.no_share else []
         if fixed or args.input_shape:
             dropped = ", ".join(fixed) or "--input-shape"
             raise InputError(f"--resume continues a run with its own settings; drop {dropped}")
         result = workflow.resume(_whole("RUN", args.resume, minimum=1), store=args.store, budget=_budget(args, None),
-                                 source=args.model, reporter=LiveProgress())
+                                 source=args.model, reporter=LiveProgress(), output=args.output)
     elif args.model is None:
         raise InputError("name a model to tune, or --resume RUN (see tunewise tune --help)")
     else:
@@ -240,9 +241,10 @@ def _cmd_show(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from tunewise import report
+    from tunewise import destinations, report
 
     runs = [_whole("RUN", run) for run in args.runs]
+    destinations.check_file(args.output, "report")
     store = _open_store(args)
     summaries = [report.summarize(store, run) for run in runs]
     print(f"wrote {report.write(summaries, args.output)}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from tunewise import compile as compiler
 from tunewise import cost_models, frontend, graph, measure, runners, schedulers, session, stores, tasks, tvm_env, zoo
 from tunewise import target as targets
+from tunewise.destinations import check_folder
 from tunewise.errors import InputError
 
 
@@ -102,11 +103,13 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
 
 
 def resume(run: int, *, store=None, budget: session.Budget | None = None, source=None, example_inputs=None,
-           scheduler=None, reporter: Reporter | None = None, compare_torch: bool = True) -> TuneResult:
+           scheduler=None, reporter: Reporter | None = None, compare_torch: bool = True,
+           output: str | None = None) -> TuneResult:
     """Continue run ``run`` of ``store`` where it stopped (killed, interrupted, failed, or finished and given
     a larger ``budget``), with the settings it was started with: what it measured is kept and counts against
     the budget, and no candidate is measured twice. ``source`` and ``scheduler`` are needed only when the
-    run was started with Python objects for them.
+    run was started with Python objects for them. ``output`` replaces the run's artifact folder, in the
+    store too.
     """
     store = stores.create(store, must_exist=True)
     spec = store.get_run(run)
@@ -119,6 +122,9 @@ def resume(run: int, *, store=None, budget: session.Budget | None = None, source
     scheduler = scheduler if scheduler is not None else settings["scheduler"]
     if source is None or scheduler is None:
         raise InputError(f"run {run} was started with a Python model or scheduler object: pass it again")
+    if output is not None:
+        settings["output"] = check_folder(output, "artifact folder")
+        store.update_settings(run, {"output": settings["output"]})
     return _tune(source, store, run, settings, scheduler, spec.target, example_inputs, reporter, compare_torch)
 
 
@@ -137,6 +143,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
     cost_model_name = settings.get("cost_model", "xgb")
     if cost_model_name not in cost_models.names():
         raise InputError(f"unknown cost model {cost_model_name!r}; choose one of: {', '.join(cost_models.names())}")
+    check_folder(settings["output"] or "tunewise-out", "artifact folder")
     tvm_target = targets.resolve(target)
     store = stores.create(store)
     tvm_env.prepare(tvm_target.kind.name)

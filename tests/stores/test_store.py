@@ -42,6 +42,14 @@ def test_runs_round_trip(store):
             call()
 
 
+def test_update_settings_sets_the_given_keys(store):
+    run = store.create_run("tiny-mlp", '{"kind": "llvm"}', "gradient", {"output": "/a", "seed": 0})
+    store.update_settings(run, {"output": "/b"})
+    assert store.get_run(run).settings == {"output": "/b", "seed": 0}
+    with pytest.raises(InputError, match="no run 999"):
+        store.update_settings(999, {"output": "/b"})
+
+
 def test_workloads_are_identified_by_hash_then_equality(store):
     a = store.commit_workload("00000000000000aa", "A", equal_to("A"))
     assert store.commit_workload("00000000000000aa", "A", equal_to("A")) == a

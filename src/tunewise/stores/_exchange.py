@@ -12,6 +12,7 @@ import json
 import os
 import time
 
+from tunewise.destinations import check_folder
 from tunewise.errors import InputError, message_line
 from tunewise.stores._base import IMPORTED, Store, StoredTrial
 from tunewise.stores._database import StoreDatabase, record_json, target_key
@@ -25,6 +26,7 @@ def export_records(store: Store, run: int, directory: str) -> int:
     from tvm.s_tir import meta_schedule as ms
 
     store.get_run(run)  # an unknown run is an error, not an empty export
+    check_folder(directory, "records folder")
     if any(os.path.exists(os.path.join(directory, name)) for name in (WORKLOADS, RECORDS)):
         raise InputError(f"{directory} already holds a MetaSchedule database; export into a new folder")
     os.makedirs(directory, exist_ok=True)

@@ -170,6 +170,14 @@ class SQLAlchemyStore(Store):
                                 .values(status=status, updated=time.time())).rowcount:
                 raise InputError(f"no run {run} in the store {display_url(self.url)}")
 
+    def update_settings(self, run: int, changes: Mapping) -> None:
+        with self._writer.begin() as conn:
+            settings = conn.execute(select(s.runs.c.settings).where(s.runs.c.id == run).with_for_update()).scalar()
+            if settings is None:
+                raise InputError(f"no run {run} in the store {display_url(self.url)}")
+            conn.execute(update(s.runs).where(s.runs.c.id == run).values(
+                settings=json.dumps({**json.loads(settings), **changes}), updated=time.time()))
+
     # -- workloads -------------------------------------------------------------------------------------
     def commit_workload(self, shash: str, mod: str, equal: Callable[[str], bool]) -> int:
         with self._writer.begin() as conn:
