@@ -243,3 +243,19 @@ def test_a_bad_report_or_export_destination_is_one_line(capsys, tmp_path, cli_ru
     (tmp_path / "file").write_text("taken\n")
     argv = [arg.replace("{tmp}", str(tmp_path)) for arg in argv] + ["--store", cli_run[0]]
     assert expected in _one_line_error(capsys, argv)
+
+
+@pytest.mark.tvm
+def test_records_import_is_idempotent(capsys, tmp_path, cli_run):
+    folder, fresh = str(tmp_path / "records"), f"sqlite:///{tmp_path}/fresh.db"
+    assert cli.main(["records", "export", "1", folder, "--store", cli_run[0]]) == 0
+    assert cli.main(["records", "import", folder, "--store", fresh]) == 0
+    assert "as run 1" in capsys.readouterr().out
+    assert cli.main(["records", "import", folder, "--store", fresh]) == 0
+    assert capsys.readouterr().out.startswith("nothing to import: every record in")
+    assert [r.id for r in stores.create(fresh).get_runs()] == [1]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        (empty / name).write_text("")
+    assert "holds no tuning records" in _one_line_error(capsys, ["records", "import", str(empty), "--store", fresh])

@@ -264,7 +264,8 @@ def _cmd_records(args) -> int:
         store = stores.create(args.store)
         tvm_env.prepare()
         run, count = stores.import_records(store, args.directory)
-        print(f"imported {count} records from {args.directory} as run {run}")
+        print(f"imported {count} records from {args.directory} as run {run}" if run is not None else
+              f"nothing to import: every record in {args.directory} is already in the store")
     return 0
 
 
