@@ -259,3 +259,75 @@ def test_records_import_is_idempotent(capsys, tmp_path, cli_run):
     for name in ("database_workload.json", "database_tuning_record.json"):
         (empty / name).write_text("")
     assert "holds no tuning records" in _one_line_error(capsys, ["records", "import", str(empty), "--store", fresh])
+
+
+def _onnx_matmul(path, x_dims):
+    """An ONNX MatMul + Relu of an input ``x`` of dims ``x_dims`` (ints or names) by an 8x4 weight."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    w = helper.make_tensor("w", TensorProto.FLOAT, [8, 4], np.arange(32, dtype=np.float32).tolist())
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+        "mm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_dims)],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [x_dims[0], 4])], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), path)
+    return path
+
+
+@pytest.mark.parametrize("x_dims,shape,expected", [
+    (["N", 8], "3,8,1", "does not fit ONNX input 'x': it takes rank 2, shape ['N', 8]"),
+    (["N", 8], "3,9", "does not fit ONNX input 'x': it takes rank 2, shape ['N', 8]"),
+    (["N", "K"], "3,9", "onnxruntime cannot run"),
+])
+def test_an_input_shape_the_onnx_model_cannot_take_is_one_line(capsys, tmp_path, x_dims, shape, expected):
+    path = _onnx_matmul(str(tmp_path / "mm.onnx"), x_dims)
+    assert expected in _one_line_error(capsys, ["tasks", path, "--no-measure", "--input-shape", f"x={shape}"])
+
+
+@pytest.mark.tvm
+def test_a_target_this_machine_cannot_run_is_refused_before_tuning(capsys, tmp_path):
+    import tvm
+    from tvm.target import codegen
+
+    from tunewise import target
+
+    url = f"sqlite:///{tmp_path}/tunewise.db"
+    cases = []
+    if not tvm.cuda(0).exist:
+        cases.append(("cuda", "target cuda needs a cuda device, and this machine has none"))
+    if "amx-tile" not in codegen.llvm_get_cpu_features(tvm.target.Target(target.host_cpu())):
+        cases.append(('{"kind": "llvm", "mcpu": "sapphirerapids"}', "cannot run code for mcpu sapphirerapids"))
+    if not cases:
+        pytest.skip("this machine has CUDA and AMX")
+    for spec, expected in cases:
+        assert expected in _one_line_error(capsys, ["tune", "tiny-mlp", "--trials", "2", "--target", spec,
+                                                    "--store", url, "-o", str(tmp_path / "out")])
+    assert not os.path.exists(tmp_path / "tunewise.db")  # no run was made
+
+
+def test_speed_relation_says_slower_when_it_is():
+    assert cli.speed_relation(2.0, 1.0) == "2.0x faster"
+    assert cli.speed_relation(0.19, 0.95) == "5.0x slower"
+    assert cli.speed_relation(1.0, 1.0) == "1.0x faster"
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["tune", "tiny-mlp", "--time-budget", "-1m"], "bad time budget '-1m'"),
+    (["tune", "tiny-mlp", "--time-budget", "-.5h"], "bad time budget '-.5h'"),
+])
+def test_negative_values_are_named_as_bad_values(capsys, argv, expected):
+    assert expected in _one_line_error(capsys, argv)
+
+
+def test_a_file_named_pt2_that_is_no_exported_program_is_one_line(tmp_path):
+    import zipfile
+
+    (tmp_path / "text.pt2").write_text("not an exported program\n")
+    with zipfile.ZipFile(tmp_path / "zip.pt2", "w") as archive:
+        archive.writestr("notes.txt", "a zip file, but no exported program\n")
+    for name, expected in (("text.pt2", "not a torch.export.save archive"), ("zip.pt2", "not in a subdirectory")):
+        proc = _tunewise("tasks", str(tmp_path / name), "--no-measure")
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "cannot read exported program" in proc.stderr and expected in proc.stderr

@@ -26,6 +26,11 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
 
 
+def speed_relation(before: float, after: float) -> str:
+    """How ``after`` compares with ``before`` (latencies): ``"2.0x faster"`` or ``"5.0x slower"``."""
+    return f"{before / after:.1f}x faster" if after <= before else f"{after / before:.1f}x slower"
+
+
 def _whole(name: str, value: str | None, minimum: int = 1) -> int | None:
     if value is None:
         return None
@@ -39,6 +44,11 @@ def _whole(name: str, value: str | None, minimum: int = 1) -> int | None:
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # negative numbers and durations ("-1m") are option values, so their own checks say what is wrong
+        self._negative_number_matcher = re.compile(r"^-\d*\.?\d+[smh]?$")
+
     def error(self, message: str):  # one line instead of usage + message
         raise InputError(f"{message} (see {self.prog} --help)")
 
@@ -158,7 +168,7 @@ def _cmd_tune(args) -> int:
     print(f"trials           {result.trials} ({result.failures} failed{shared}) in {result.tuning_seconds:.0f}s")
     print(f"untuned TVM      {result.untuned_latency * 1e3:.3f} ms")
     print(f"tuned TVM        {result.tuned_latency * 1e3:.3f} ms "
-          f"({result.untuned_latency / result.tuned_latency:.1f}x faster than untuned)")
+          f"({speed_relation(result.untuned_latency, result.tuned_latency)} than untuned)")
     if result.torch_latency is not None:
         ratio = result.torch_latency / result.tuned_latency
         relation = f"tuned TVM is {ratio:.2f}x faster" if ratio >= 1 else f"tuned TVM is {1 / ratio:.1f}x slower"
@@ -200,6 +210,8 @@ def _cmd_tasks(args) -> int:
     from tunewise import target as targets
 
     target = targets.resolve(args.target)
+    if not args.no_measure:
+        targets.check_runnable(target)
     tvm_env.prepare(target.kind.name)
     imported = frontend.load(args.model, input_shapes=frontend.parse_input_shapes(args.input_shape))
     measurer = None if args.no_measure else measure.Measurer(target)

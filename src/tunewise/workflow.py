@@ -145,6 +145,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
         raise InputError(f"unknown cost model {cost_model_name!r}; choose one of: {', '.join(cost_models.names())}")
     check_folder(settings["output"] or "tunewise-out", "artifact folder")
     tvm_target = targets.resolve(target)
+    targets.check_runnable(tvm_target)
     store = stores.create(store)
     tvm_env.prepare(tvm_target.kind.name)
 
