@@ -23,8 +23,12 @@ def test_a_url_without_password_is_shown_as_is():
         "sqlite:///tunewise.db is locked"
 
 
-def test_error_messages_hide_the_password():
-    url = "postgresql+psycopg://tuner:S3cret@127.0.0.1:1/tw?connect_timeout=1"
-    with pytest.raises(InputError, match="cannot open the store") as err:
+@pytest.mark.parametrize("url,expected", [
+    ("postgresql+psycopg://tuner:S3cret@127.0.0.1:1/tw?connect_timeout=1", "cannot open the store"),
+    ("postgresql+psycopg://tuner:S3cret@127.0.0.1:1/tw?no_such_option=1", "cannot open the store"),
+    ("postgresql+psycopg://tuner:S3cret@127.0.0.1:port/tw", "bad store URL"),
+])
+def test_store_errors_are_one_line_and_hide_the_password(url, expected):
+    with pytest.raises(InputError, match=expected) as err:
         stores.create(url)
-    assert "S3cret" not in str(err.value) and "tuner:***@" in str(err.value)
+    assert "S3cret" not in str(err.value) and "tuner:***@" in str(err.value) and "\n" not in str(err.value)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy import event, func, select, update
 from sqlalchemy.engine import Connection, Engine, create_engine, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, ProgrammingError
 
 from tunewise.errors import InputError, message_line
 from tunewise.stores import _schema as s
@@ -92,7 +92,7 @@ def _sqlite_engine(url) -> Engine:
 def _engine(url: str, must_exist: bool) -> Engine:
     try:
         parsed = make_url(url)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise InputError(f"bad store URL {display_url(url)!r}: expected e.g. sqlite:///tunewise.db or "
                          "postgresql+psycopg://user:password@host/database") from None
     if parsed.drivername == "postgresql":
@@ -128,7 +128,7 @@ class SQLAlchemyStore(Store):
         self._engine = _engine(url, must_exist)
         try:
             upgrade(self._engine)
-        except OperationalError as err:
+        except (OperationalError, ProgrammingError) as err:  # unreachable server, bad connection options
             raise InputError(f"cannot open the store {display_url(url)!r}: "
                              f"{hide_secrets(message_line(err.orig), url)}") from None
         self._writer = self._engine.execution_options(tunewise_write=True)
