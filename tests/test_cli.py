@@ -184,10 +184,11 @@ def _edited(**changes):
     (_edited(target={"kind": "no-such-kind"}), "names a bad target"),
     (_edited(inputs=[{"shape": "x"}]), "has no shape"),
     (_edited(inputs=[{"shape": [1, 64], "dtype": "float99"}]), "has no valid dtype"),
+    (_edited(inputs=[{"shape": [1, 64]}]), "has no valid dtype"),
     (lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "model_sha256"}).encode(),
      "not a tunewise artifact of this version (metadata.json has no checksum of model.so): rebuild it with "
      "tunewise tune --resume 3 -o"),
-], ids=["random", "list", "empty-object", "bad-target", "bad-shape", "bad-dtype", "no-checksum"])
+], ids=["random", "list", "empty-object", "bad-target", "bad-shape", "bad-dtype", "no-dtype", "no-checksum"])
 def test_run_refuses_damaged_metadata_in_one_line(capsys, tiny_artifact, tmp_path, damage, expected):
     assert expected in _one_line_error(capsys, ["run", _damaged(tiny_artifact, tmp_path, "metadata.json", damage)])
 

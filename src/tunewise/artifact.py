@@ -39,7 +39,7 @@ def _check_inputs(inputs, metadata_path: str) -> None:
         if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
             raise bad(f"input {spec!r} has no shape of whole numbers")
         try:
-            np.dtype(spec.get("dtype"))
+            np.dtype(spec["dtype"] if isinstance(spec.get("dtype"), str) else "")
         except TypeError:
             raise bad(f"input {spec!r} has no valid dtype") from None
 

@@ -67,7 +67,8 @@ def import_records(store: Store, directory: str) -> tuple[int | None, int]:
         raise InputError(f"{directory} holds no tuning records ({RECORDS} is empty)")
     database, now = StoreDatabase(store), time.time()
     workloads = [database.workload_id(r.workload.mod, commit=True) for r in records]
-    seen = {_identity(t.workload, t.target, t.record) for t in store.get_trials() if t.workload in set(workloads)}
+    wanted = set(workloads)
+    seen = {_identity(t.workload, t.target, t.record) for t in store.get_trials() if t.workload in wanted}
     new = []
     for record, workload in zip(records, workloads, strict=True):
         text, target = record_json(record), target_key(record.target)
