@@ -110,3 +110,44 @@ def tune_process(tmp_path):
     yield start
     for process in started:
         process.kill()
+
+
+@pytest.fixture(scope="session")
+def password_postgres():
+    """``(url, password)`` of a throwaway PostgreSQL server on loopback whose role ``tuner`` logs in with a
+    password (scram-sha-256); skipped when PostgreSQL is not installed."""
+    import glob
+    import shutil
+    import socket
+    import tempfile
+
+    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda b: int(b.split("/")[-2]))
+    if not bins:
+        pytest.skip("PostgreSQL is not installed")
+    folder = tempfile.mkdtemp(prefix="tunewise-pg.")  # not under pytest's root-only folder
+    run_as = []
+    if os.getuid() == 0:  # the server refuses to run as root
+        shutil.chown(folder, "postgres")
+        run_as = ["runuser", "-u", "postgres", "--"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data, password = os.path.join(folder, "data"), "Sekr3t-Pa55word"
+
+    def pg(*args):
+        subprocess.run([*run_as, os.path.join(bins[-1], args[0]), *args[1:]], check=True, capture_output=True)
+
+    pg("initdb", "-D", data, "-A", "trust", "-U", "postgres")
+    with open(os.path.join(data, "pg_hba.conf"), "w") as f:
+        f.write("local all all trust\nhost all postgres 127.0.0.1/32 trust\n"
+                "host all tuner 127.0.0.1/32 scram-sha-256\n")
+    pg("pg_ctl", "-D", data, "-l", os.path.join(folder, "log"), "-w", "-s", "-o",
+       f"-c listen_addresses=127.0.0.1 -p {port} -k {folder}", "start")
+    try:
+        pg("psql", "-h", folder, "-p", str(port), "-U", "postgres", "-c",
+           f"CREATE ROLE tuner LOGIN PASSWORD '{password}'")
+        pg("createdb", "-h", folder, "-p", str(port), "-U", "postgres", "-O", "tuner", "tunewise_password")
+        yield f"postgresql+psycopg://tuner:{password}@127.0.0.1:{port}/tunewise_password", password
+    finally:
+        pg("pg_ctl", "-D", data, "-m", "fast", "-s", "stop")
+        shutil.rmtree(folder)

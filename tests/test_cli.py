@@ -148,3 +148,221 @@ def test_a_writing_command_on_a_broken_store_is_one_line(capsys, tmp_path, kind,
     _broken_store(kind, path)
     argv = [part.format(tmp=tmp_path) for part in command] + ["--store", f"sqlite:///{path}"]
     assert "tunewise.db" in _one_line_error(capsys, argv)
+
+
+def _tunewise(*args, cwd=None, timeout=300):
+    """Run the CLI in a process of its own; returns it with ``stdout`` and ``stderr`` as text."""
+    return subprocess.run([sys.executable, "-m", "tunewise.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env={**os.environ, "COLUMNS": "200"})  # unwrapped lines
+
+
+@pytest.mark.tvm
+def test_store_password_is_never_printed(password_postgres, tmp_path):
+    url, password = password_postgres
+    tuned = _tunewise("tune", "tiny-mlp", "--trials", "4", "--trials-per-slot", "2", "--store", url,
+                      "-o", str(tmp_path / "out"), cwd=tmp_path)
+    assert tuned.returncode == 0, tuned.stderr
+    assert "tuning as run 1 of postgresql+psycopg://tuner:***@127.0.0.1" in tuned.stderr
+    wrong = url.replace(password, "Wr0ng-Pa55word")
+    bad_password, unknown_run = (_tunewise(*argv, cwd=tmp_path) for argv in (["runs", "--store", wrong],
+                                                                             ["show", "99", "--store", url]))
+    assert "password authentication failed" in bad_password.stderr and "no run 99" in unknown_run.stderr
+    for failed in (bad_password, unknown_run):
+        assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
+    for process in (tuned, bad_password, unknown_run):
+        assert password not in process.stdout + process.stderr
+        assert "Wr0ng-Pa55word" not in process.stdout + process.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_artifact(tiny_mlp, tmp_path_factory):
+    """A real artifact of tiny-mlp, saved by CompiledModel.save."""
+    from tunewise import compile as compiler
+
+    compiled = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target, {"model": "tiny-mlp", "run": 3})
+    compiled.metadata.update(compiler.io_metadata(tiny_mlp.inputs, tiny_mlp.reference_outputs))
+    return compiled.save(str(tmp_path_factory.mktemp("artifact") / "tiny-mlp"))
+
+
+def _damaged(artifact, tmp_path, name, damage):
+    import shutil
+
+    folder = shutil.copytree(artifact, tmp_path / "damaged")
+    path = folder / name
+    path.write_bytes(damage(path.read_bytes()))
+    return str(folder)
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize("damage,expected", [
+    (lambda b: b[:len(b) // 2], "model.so is damaged"),
+    (lambda b: b"", "model.so is damaged"),
+    (lambda b: bytes(__import__("numpy").random.default_rng(0).integers(0, 256, len(b), dtype="uint8")),
+     "model.so is damaged"),
+], ids=["truncated", "empty", "random"])
+def test_run_refuses_a_damaged_library_in_one_line(tiny_artifact, tmp_path, damage, expected):
+    proc = _tunewise("run", _damaged(tiny_artifact, tmp_path, "model.so", damage), "--repeat", "1")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and expected in proc.stderr, proc.stderr
+
+
+def _edited(**changes):
+    """A damage that sets keys of the real metadata.json, its model.so checksum kept."""
+    return lambda text: json.dumps({**json.loads(text), **changes}).encode()
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize("damage,expected", [
+    (lambda _: bytes(range(256)) * 4, "not JSON text"),
+    (lambda _: b"[1,2,3]", "a JSON list, not an object"),
+    (lambda _: b"{}", "names no target"),
+    (_edited(target={"kind": "no-such-kind"}), "names a bad target"),
+    (_edited(inputs=[{"shape": "x"}]), "has no shape"),
+    (_edited(inputs=[{"shape": [1, 64], "dtype": "float99"}]), "has no valid dtype"),
+    (_edited(inputs=[{"shape": [1, 64]}]), "has no valid dtype"),
+    (lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "model_sha256"}).encode(),
+     "not a tunewise artifact of this version (metadata.json has no checksum of model.so): rebuild it with "
+     "tunewise tune --resume 3 -o"),
+], ids=["random", "list", "empty-object", "bad-target", "bad-shape", "bad-dtype", "no-dtype", "no-checksum"])
+def test_run_refuses_damaged_metadata_in_one_line(capsys, tiny_artifact, tmp_path, damage, expected):
+    assert expected in _one_line_error(capsys, ["run", _damaged(tiny_artifact, tmp_path, "metadata.json", damage)])
+
+
+@pytest.mark.tvm
+def test_run_loads_an_intact_artifact(capsys, tiny_artifact):
+    assert cli.main(["run", tiny_artifact, "--repeat", "1"]) == 0
+    assert "tiny-mlp: median" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    """``(store URL, artifact folder)`` of run 1: tiny-mlp tuned for 2 trials through the CLI."""
+    folder = tmp_path_factory.mktemp("cli-run")
+    url, out = f"sqlite:///{folder}/tunewise.db", str(folder / "artifact")
+    assert cli.main(["tune", "tiny-mlp", "--trials", "2", "--trials-per-slot", "2", "-o", out, "--store", url]) == 0
+    return url, out
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize("output", ["/proc/x", "file", "file/below"])
+def test_a_bad_output_is_refused_before_tuning(capsys, tmp_path, output):
+    (tmp_path / "file").write_text("taken\n")
+    url = f"sqlite:///{tmp_path}/tunewise.db"
+    message = _one_line_error(capsys, ["tune", "tiny-mlp", "--trials", "2", "--trials-per-slot", "2", "--store", url,
+                                       "-o", os.path.join(tmp_path, output)])
+    assert "cannot write the artifact folder" in message
+    assert not os.path.exists(tmp_path / "tunewise.db")  # refused before the store was opened
+
+
+@pytest.mark.tvm
+def test_resume_writes_the_artifact_to_a_new_output(capsys, tmp_path, cli_run):
+    url, first = cli_run
+    assert "cannot write the artifact folder" in _one_line_error(capsys, ["tune", "--resume", "1", "-o", "/proc/x",
+                                                                          "--store", url])
+    out = str(tmp_path / "again")
+    assert cli.main(["tune", "--resume", "1", "-o", out, "--store", url]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(f"artifact         {out}")
+    store = stores.create(url)
+    assert store.get_run(1).settings["output"] == out
+    assert [a.path for a in store.get_artifacts(1)] == [first, out]
+    assert cli.main(["run", out, "--repeat", "1"]) == 0
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize("argv,expected", [
+    (["report", "1", "-o", "/proc/x.html"], "cannot write the report /proc/x.html"),
+    (["report", "1", "-o", "{tmp}/file/r.html"], "is a file, not a folder"),
+    (["records", "export", "1", "/proc/x"], "cannot write the records folder /proc/x"),
+    (["records", "export", "1", "{tmp}/file/records"], "is a file, not a folder"),
+])
+def test_a_bad_report_or_export_destination_is_one_line(capsys, tmp_path, cli_run, argv, expected):
+    (tmp_path / "file").write_text("taken\n")
+    argv = [arg.replace("{tmp}", str(tmp_path)) for arg in argv] + ["--store", cli_run[0]]
+    assert expected in _one_line_error(capsys, argv)
+
+
+@pytest.mark.tvm
+def test_records_import_is_idempotent(capsys, tmp_path, cli_run):
+    folder, fresh = str(tmp_path / "records"), f"sqlite:///{tmp_path}/fresh.db"
+    assert cli.main(["records", "export", "1", folder, "--store", cli_run[0]]) == 0
+    assert cli.main(["records", "import", folder, "--store", fresh]) == 0
+    assert "as run 1" in capsys.readouterr().out
+    assert cli.main(["records", "import", folder, "--store", fresh]) == 0
+    assert capsys.readouterr().out.startswith("nothing to import: every record in")
+    assert [r.id for r in stores.create(fresh).get_runs()] == [1]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        (empty / name).write_text("")
+    assert "holds no tuning records" in _one_line_error(capsys, ["records", "import", str(empty), "--store", fresh])
+
+
+def _onnx_matmul(path, x_dims):
+    """An ONNX MatMul + Relu of an input ``x`` of dims ``x_dims`` (ints or names) by an 8x4 weight."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    w = helper.make_tensor("w", TensorProto.FLOAT, [8, 4], np.arange(32, dtype=np.float32).tolist())
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+        "mm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_dims)],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [x_dims[0], 4])], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), path)
+    return path
+
+
+@pytest.mark.parametrize("x_dims,shape,expected", [
+    (["N", 8], "3,8,1", "does not fit ONNX input 'x': it takes rank 2, shape ['N', 8]"),
+    (["N", 8], "3,9", "does not fit ONNX input 'x': it takes rank 2, shape ['N', 8]"),
+    (["N", "K"], "3,9", "onnxruntime cannot run"),
+])
+def test_an_input_shape_the_onnx_model_cannot_take_is_one_line(capsys, tmp_path, x_dims, shape, expected):
+    path = _onnx_matmul(str(tmp_path / "mm.onnx"), x_dims)
+    assert expected in _one_line_error(capsys, ["tasks", path, "--no-measure", "--input-shape", f"x={shape}"])
+
+
+@pytest.mark.tvm
+def test_a_target_this_machine_cannot_run_is_refused_before_tuning(capsys, tmp_path):
+    import tvm
+    from tvm.target import codegen
+
+    from tunewise import target
+
+    url = f"sqlite:///{tmp_path}/tunewise.db"
+    cases = []
+    if not tvm.cuda(0).exist:
+        cases.append(("cuda", "target cuda needs a cuda device, and this machine has none"))
+    if "amx-tile" not in codegen.llvm_get_cpu_features(tvm.target.Target(target.host_cpu())):
+        cases.append(('{"kind": "llvm", "mcpu": "sapphirerapids"}', "cannot run code for mcpu sapphirerapids"))
+    if not cases:
+        pytest.skip("this machine has CUDA and AMX")
+    for spec, expected in cases:
+        assert expected in _one_line_error(capsys, ["tune", "tiny-mlp", "--trials", "2", "--target", spec,
+                                                    "--store", url, "-o", str(tmp_path / "out")])
+    assert not os.path.exists(tmp_path / "tunewise.db")  # no run was made
+
+
+def test_speed_relation_says_slower_when_it_is():
+    assert cli.speed_relation(2.0, 1.0) == "2.0x faster"
+    assert cli.speed_relation(0.19, 0.95) == "5.0x slower"
+    assert cli.speed_relation(1.0, 1.0) == "1.0x faster"
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["tune", "tiny-mlp", "--time-budget", "-1m"], "bad time budget '-1m'"),
+    (["tune", "tiny-mlp", "--time-budget", "-.5h"], "bad time budget '-.5h'"),
+])
+def test_negative_values_are_named_as_bad_values(capsys, argv, expected):
+    assert expected in _one_line_error(capsys, argv)
+
+
+def test_a_file_named_pt2_that_is_no_exported_program_is_one_line(tmp_path):
+    import zipfile
+
+    (tmp_path / "text.pt2").write_text("not an exported program\n")
+    with zipfile.ZipFile(tmp_path / "zip.pt2", "w") as archive:
+        archive.writestr("notes.txt", "a zip file, but no exported program\n")
+    for name, expected in (("text.pt2", "not a torch.export.save archive"), ("zip.pt2", "not in a subdirectory")):
+        proc = _tunewise("tasks", str(tmp_path / name), "--no-measure")
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "cannot read exported program" in proc.stderr and expected in proc.stderr

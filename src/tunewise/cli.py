@@ -26,6 +26,11 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
 
 
+def speed_relation(before: float, after: float) -> str:
+    """How ``after`` compares with ``before`` (latencies): ``"2.0x faster"`` or ``"5.0x slower"``."""
+    return f"{before / after:.1f}x faster" if after <= before else f"{after / before:.1f}x slower"
+
+
 def _whole(name: str, value: str | None, minimum: int = 1) -> int | None:
     if value is None:
         return None
@@ -39,6 +44,11 @@ def _whole(name: str, value: str | None, minimum: int = 1) -> int | None:
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # negative numbers and durations ("-1m") are option values, so their own checks say what is wrong
+        self._negative_number_matcher = re.compile(r"^-\d*\.?\d+[smh]?$")
+
     def error(self, message: str):  # one line instead of usage + message
         raise InputError(f"{message} (see {self.prog} --help)")
 
@@ -72,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--graph-level", help="graph passes: none, decompose, fold-bn, nhwc (default)")
     tune.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                       help="shape of an ONNX input with dynamic dimensions")
-    tune.add_argument("--output", "-o", help="artifact folder (default tunewise-out/MODEL)")
+    tune.add_argument("--output", "-o", help="artifact folder (default tunewise-out/MODEL; with --resume, "
+                                             "replaces the run's)")
     tune.add_argument("--seed", help="seed of the searches and the scheduler (default 0)")
     _store_option(tune)
 
@@ -143,14 +154,14 @@ def _cmd_tune(args) -> int:
     from tunewise.progress import LiveProgress
 
     if args.resume is not None:
-        own = ("scheduler", "trials_per_slot", "graph_level", "seed", "output", "target", "evaluator", "cost_model")
+        own = ("scheduler", "trials_per_slot", "graph_level", "seed", "target", "evaluator", "cost_model")
         fixed = [f"--{name.replace('_', '-')}" for name in own if getattr(args, name) is not None]
         fixed += ["--no-share"] if args.no_share else []
         if fixed or args.input_shape:
             dropped = ", ".join(fixed) or "--input-shape"
             raise InputError(f"--resume continues a run with its own settings; drop {dropped}")
         result = workflow.resume(_whole("RUN", args.resume, minimum=1), store=args.store, budget=_limits(args),
-                                 source=args.model, reporter=LiveProgress())
+                                 source=args.model, reporter=LiveProgress(), output=args.output)
     elif args.model is None:
         raise InputError("name a model to tune, or --resume RUN (see tunewise tune --help)")
     else:
@@ -167,7 +178,7 @@ def _cmd_tune(args) -> int:
     print(f"trials           {result.trials} ({result.failures} failed{shared}) in {result.tuning_seconds:.0f}s")
     print(f"untuned TVM      {result.untuned_latency * 1e3:.3f} ms")
     print(f"tuned TVM        {result.tuned_latency * 1e3:.3f} ms "
-          f"({result.untuned_latency / result.tuned_latency:.1f}x faster than untuned)")
+          f"({speed_relation(result.untuned_latency, result.tuned_latency)} than untuned)")
     if result.torch_latency is not None:
         ratio = result.torch_latency / result.tuned_latency
         relation = f"tuned TVM is {ratio:.2f}x faster" if ratio >= 1 else f"tuned TVM is {1 / ratio:.1f}x slower"
@@ -209,6 +220,8 @@ def _cmd_tasks(args) -> int:
     from tunewise import target as targets
 
     target = targets.resolve(args.target)
+    if not args.no_measure:
+        targets.check_runnable(target)
     tvm_env.prepare(target.kind.name)
     imported = frontend.load(args.model, input_shapes=frontend.parse_input_shapes(args.input_shape))
     measurer = None if args.no_measure else measure.Measurer(target)
@@ -250,9 +263,10 @@ def _cmd_show(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from tunewise import report
+    from tunewise import destinations, report
 
     runs = [_whole("RUN", run) for run in args.runs]
+    destinations.check_file(args.output, "report")
     store = _open_store(args)
     summaries = [report.summarize(store, run) for run in runs]
     print(f"wrote {report.write(summaries, args.output)}")
@@ -272,7 +286,8 @@ def _cmd_records(args) -> int:
         store = stores.create(args.store)
         tvm_env.prepare()
         run, count = stores.import_records(store, args.directory)
-        print(f"imported {count} records from {args.directory} as run {run}")
+        print(f"imported {count} records from {args.directory} as run {run}" if run is not None else
+              f"nothing to import: every record in {args.directory} is already in the store")
     return 0
 
 
@@ -295,7 +310,17 @@ def _interrupted(err: KeyboardInterrupt, command: str | None) -> int:
     return stop.exit_code
 
 
+def _without_passwords(text: str, argv: list[str]) -> str:
+    """``text`` with the password of any store URL among the arguments hidden."""
+    from tunewise.stores import hide_secrets
+
+    for arg in argv:
+        text = hide_secrets(text, arg)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = None
     try:
         args = _parser().parse_args(argv)
@@ -306,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         with interrupts.handled():
             return _cmd_tune(args)
     except TunewiseError as err:
-        print(f"tunewise: error: {err}", file=sys.stderr)
+        print(f"tunewise: error: {_without_passwords(str(err), argv)}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt as err:
         return _interrupted(err, args and args.command)
@@ -314,8 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("TUNEWISE_DEBUG"):
             raise
         first = message_line(err) if str(err).strip() else ""
-        print(f"tunewise: internal error: {type(err).__name__}: {first} (TUNEWISE_DEBUG=1 shows the traceback)",
-              file=sys.stderr)
+        print(f"tunewise: internal error: {type(err).__name__}: {_without_passwords(first, argv)} "
+              "(TUNEWISE_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 1
 
 

@@ -1,8 +1,9 @@
 """Compile with the tuned records, check the outputs, save and load self-contained artifacts.
 
 An artifact is a folder holding ``model.so`` (the exported Relax VM executable) and ``metadata.json``
-(model, target, input and output shapes and dtypes, measured latencies, tuning summary). Loading needs TVM
-but neither the model source nor the records.
+(model, target, ``model.so``'s SHA-256, input and output shapes and dtypes, measured latencies, tuning
+summary). Loading needs TVM but neither the model source nor the records; it checks the files first
+(:mod:`tunewise.artifact`).
 
 Only records that beat the task's default schedule are applied: a tuned record slower than the untuned
 operator (it happens on tiny operators) is left out, so tuning never makes the model slower.
@@ -18,11 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tunewise import tvm_env
-from tunewise.errors import InputError, VerificationError
+from tunewise import artifact, tvm_env
+from tunewise.errors import InputError, TargetError, VerificationError, message_line
 
-METADATA = "metadata.json"
-LIBRARY = "model.so"
+METADATA = artifact.METADATA
+LIBRARY = artifact.LIBRARY
 
 
 def best_records_database(model, database):
@@ -95,11 +96,15 @@ class CompiledModel:
         return Latency(statistics.median(results), statistics.fmean(results), min(results), len(results))
 
     def save(self, path: str) -> str:
-        """Write the artifact folder ``path`` (created if needed); returns it."""
+        """Write the artifact folder ``path`` (created if needed), ``model.so``'s checksum in the metadata;
+        returns it."""
         os.makedirs(path, exist_ok=True)
-        self.executable.export_library(os.path.join(path, LIBRARY))
+        library = os.path.join(path, LIBRARY)
+        self.executable.export_library(library)
+        metadata = {**self.metadata, "target": json.loads(str(self.target)),
+                    artifact.CHECKSUM: artifact.sha256(library)}
         with open(os.path.join(path, METADATA), "w") as f:
-            json.dump({**self.metadata, "target": json.loads(str(self.target))}, f, indent=2, default=_jsonable)
+            json.dump(metadata, f, indent=2, default=_jsonable)
         return path
 
 
@@ -121,19 +126,21 @@ def _flatten(out) -> tuple[np.ndarray, ...]:
 
 
 def load(path: str) -> CompiledModel:
-    """Load an artifact folder written by :meth:`CompiledModel.save`."""
+    """Load an artifact folder written by :meth:`CompiledModel.save`, its files checked first
+    (:func:`tunewise.artifact.read`); :class:`InputError` when they are damaged."""
     import tvm
 
-    library, metadata_path = os.path.join(path, LIBRARY), os.path.join(path, METADATA)
-    if not (os.path.isfile(library) and os.path.isfile(metadata_path)):
-        raise InputError(f"{path} is not a tunewise artifact (expected {LIBRARY} and {METADATA} in it)")
-    with open(metadata_path) as f:
-        try:
-            metadata = json.load(f)
-        except json.JSONDecodeError:
-            raise InputError(f"{metadata_path} is corrupt") from None
-    target = tvm.target.Target(metadata["target"])
-    return CompiledModel(tvm.runtime.load_module(library), target, metadata)
+    metadata = artifact.read(path)
+    try:
+        target = tvm.target.Target(metadata["target"])
+    except Exception as err:  # TVM raises several error types for a bad target
+        raise TargetError(f"{os.path.join(path, METADATA)} names a bad target: {message_line(err, last=True)}") \
+            from None
+    try:
+        executable = tvm.runtime.load_module(os.path.join(path, LIBRARY))
+    except Exception as err:  # TVM's own error types
+        raise InputError(f"cannot load {os.path.join(path, LIBRARY)}: {message_line(err)}") from None
+    return CompiledModel(executable, target, metadata)
 
 
 def verify(compiled: CompiledModel, inputs, reference, *, rtol: float = 1e-3, atol: float = 1e-4) -> float:

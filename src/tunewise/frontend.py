@@ -7,7 +7,9 @@ on those inputs, which the compiled model is checked against before anything is 
 
 from __future__ import annotations
 
+import logging
 import os
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,15 +95,35 @@ def _example_input(spec, generator: np.random.Generator) -> np.ndarray:
     return generator.standard_normal(shape).astype(spec.dtype)
 
 
+class _KeptErrors(logging.Handler):
+    """Keeps the exceptions of the log records it receives instead of printing them."""
+
+    def __init__(self):
+        super().__init__()
+        self.errors: list[BaseException] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[1] is not None:
+            self.errors.append(record.exc_info[1])
+
+
 def from_exported_program_file(path: str, *, seed: int = 0) -> ImportedModel:
     """Import a ``torch.export.save``d program; inputs are its saved example inputs or seeded random ones."""
     import torch
 
     name = os.path.splitext(os.path.basename(path))[0]
+    if not zipfile.is_zipfile(path):
+        raise ModelImportError(f"cannot read exported program {path}: not a torch.export.save archive (a zip file)")
+    logger, kept = logging.getLogger("torch.export"), _KeptErrors()  # a failed load logs its traceback
+    handlers, propagate = logger.handlers, logger.propagate
+    logger.handlers, logger.propagate = [kept], False
     try:
         ep = torch.export.load(path)
     except Exception as err:
-        raise ModelImportError(f"cannot read exported program {path}: {message_line(err)}") from None
+        cause = kept.errors[0] if kept.errors else err
+        raise ModelImportError(f"cannot read exported program {path}: {message_line(cause)}") from None
+    finally:
+        logger.handlers, logger.propagate = handlers, propagate
     _check_static(ep)
     saved = getattr(ep, "example_inputs", None)
     if saved and saved[0]:
@@ -127,12 +149,18 @@ def _onnx_input_shapes(model, overrides: dict[str, tuple[int, ...]]) -> dict[str
     for inp in model.graph.input:
         if inp.name in initializers:
             continue
-        if inp.name in overrides:
-            shapes[inp.name] = overrides[inp.name]
-            continue
         dims = inp.type.tensor_type.shape.dim
+        symbolic = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
+        if inp.name in overrides:
+            given = overrides[inp.name]
+            if inp.type.tensor_type.HasField("shape") and (len(given) != len(symbolic) or any(
+                    isinstance(d, int) and d != g for d, g in zip(symbolic, given, strict=True))):
+                raise InputError(f"--input-shape {inp.name}={','.join(map(str, given))} does not fit ONNX input "
+                                 f"{inp.name!r}: it takes rank {len(symbolic)}, shape {symbolic} (named "
+                                 "dimensions are free)")
+            shapes[inp.name] = given
+            continue
         if any(not d.HasField("dim_value") for d in dims):
-            symbolic = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
             raise ModelImportError(f"ONNX input {inp.name!r} has dynamic shape {symbolic}; "
                                    f"give it with --input-shape {inp.name}=1,3,224,224")
         shapes[inp.name] = tuple(d.dim_value for d in dims)
@@ -163,7 +191,11 @@ def from_onnx_file(path: str, *, input_shapes: dict[str, tuple[int, ...]] | None
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(
             next(i for i in model.graph.input if i.name == inp.name).type.tensor_type.elem_type))
         feeds[inp.name] = _example_input(np.empty(shapes[inp.name], dtype=dtype), generator)
-    reference = tuple(session.run(None, feeds))
+    try:
+        reference = tuple(session.run(None, feeds))
+    except Exception as err:  # onnxruntime's own error types, e.g. InvalidArgument on shapes it cannot take
+        given = ", ".join(f"{k}={','.join(map(str, v.shape))}" for k, v in feeds.items())
+        raise InputError(f"onnxruntime cannot run {path} on inputs {given}: {message_line(err)}") from None
     dtypes = {k: str(v.dtype) for k, v in feeds.items()}
     try:
         mod = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from tunewise.errors import TargetError, message_line
+
+_GPU_KINDS = ("cuda", "rocm", "vulkan", "opencl", "metal")
+_X86_VECTOR_ISA = re.compile(r"^(avx|amx|sse|fma|f16c|bmi|sha|aes|vaes|gfni|pclmul|vpclmulqdq)")
 
 
 def host_cpu() -> dict:
@@ -52,3 +56,23 @@ def resolve(spec: str | dict | None = None):
 def device_type(target) -> str:
     """The runner's device name for ``target``: ``"cpu"`` or ``"cuda"`` (not the target kind)."""
     return "cuda" if target.kind.name == "cuda" else "cpu"
+
+
+def check_runnable(target) -> None:
+    """Raise :class:`TargetError` unless this machine can run what is compiled for ``target``: a GPU kind
+    (cuda, rocm, vulkan, opencl, metal) needs its device 0; an llvm target with an ``mcpu`` and no
+    ``mtriple`` must not need x86 vector instruction sets (AVX, AMX, SSE, ...) this CPU lacks."""
+    import tvm
+    from tvm.target import codegen
+
+    kind = target.kind.name
+    if kind in _GPU_KINDS:
+        if not tvm.device(kind, 0).exist:
+            raise TargetError(f"target {kind} needs a {kind} device, and this machine has none")
+    elif kind == "llvm" and "mcpu" in target.attrs and "mtriple" not in target.attrs:
+        host = host_cpu()
+        missing = sorted(f for f in set(codegen.llvm_get_cpu_features(target))
+                         - set(codegen.llvm_get_cpu_features(tvm.target.Target(host))) if _X86_VECTOR_ISA.match(f))
+        if missing:
+            raise TargetError(f"this CPU ({host['mcpu']}) cannot run code for mcpu {target.attrs['mcpu']}: it lacks "
+                              + ", ".join(missing[:8]) + (", ..." if len(missing) > 8 else ""))

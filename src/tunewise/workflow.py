@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from tunewise import compile as compiler
 from tunewise import cost_models, frontend, graph, measure, runners, schedulers, session, stores, tasks, tvm_env, zoo
 from tunewise import target as targets
+from tunewise.destinations import check_folder
 from tunewise.errors import InputError, StoreError
 from tunewise.interrupts import Interrupted, raise_if_stopped
 from tunewise.lease import Lease
@@ -109,14 +110,15 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
 
 def resume(run: int, *, store=None, budget: session.Budget | Mapping | None = None, source=None,
            example_inputs=None, scheduler=None, reporter: Reporter | None = None,
-           compare_torch: bool = True) -> TuneResult:
+           compare_torch: bool = True, output: str | None = None) -> TuneResult:
     """Continue run ``run`` of ``store`` where it stopped (killed, interrupted, failed, or finished and given
     a larger ``budget``), with the settings it was started with: what it measured is kept and counts against
     the budget, and no candidate is measured twice. ``source`` and ``scheduler`` are needed only when the
     run was started with Python objects for them.
 
     ``budget`` (a :class:`~tunewise.session.Budget`, or a mapping of some of its fields) replaces the limits
-    it sets and keeps the run's other limits; the budget so made is stored in the run's settings.
+    it sets and keeps the run's other limits; the budget so made is stored in the run's settings. ``output``
+    replaces the run's artifact folder, in the store too.
     Raises :class:`~tunewise.errors.RunBusyError` when another live process owns the run.
     """
     store = stores.create(store, must_exist=True)
@@ -130,10 +132,12 @@ def resume(run: int, *, store=None, budget: session.Budget | Mapping | None = No
     scheduler = scheduler if scheduler is not None else settings["scheduler"]
     if source is None or scheduler is None:
         raise InputError(f"run {run} was started with a Python model or scheduler object: pass it again")
+    if output is not None:
+        settings["output"] = check_folder(output, "artifact folder")
     with _ownership() as owned:
         owned.claim(store, run)
         if settings != spec.settings:
-            store.set_settings(run, settings)
+            store.update_settings(run, settings)
         return _tune(source, store, run, settings, scheduler, spec.target, example_inputs, reporter, compare_torch,
                      owned)
 
@@ -149,7 +153,7 @@ def _replaced_limits(limits: Mapping, budget: session.Budget | Mapping) -> dict:
 
 def resume_command(run: int, store_url: str | None) -> str:
     """The command line that resumes run ``run`` of the store at ``store_url`` (its password hidden)."""
-    store = "" if store_url in (None, stores.DEFAULT_URL) else f" --store {stores.shown_url(store_url)}"
+    store = "" if store_url in (None, stores.DEFAULT_URL) else f" --store {stores.display_url(store_url)}"
     return f"tunewise tune --resume {run}{store}"
 
 
@@ -192,7 +196,9 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
     cost_model_name = settings.get("cost_model", "xgb")
     if cost_model_name not in cost_models.names():
         raise InputError(f"unknown cost model {cost_model_name!r}; choose one of: {', '.join(cost_models.names())}")
+    check_folder(settings["output"] or "tunewise-out", "artifact folder")
     tvm_target = targets.resolve(target)
+    targets.check_runnable(tvm_target)
     store = stores.create(store)
     tvm_env.prepare(tvm_target.kind.name)
 
@@ -224,8 +230,8 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
         loop = session.Session(model, scheduler, budget, measurer, store, run,
                                trials_per_slot=settings["trials_per_slot"], seed=seed, cost_model=cost_model_name,
                                share=settings.get("share", False), listeners=[reporter.slot], owner=owned.owner)
-        reporter.phase(f"tuning as run {run} of {store.url}" + (f", resumed after {len(loop.trials)} trials"
-                                                                  if loop.trials else ""))
+        reporter.phase(f"tuning as run {run} of {stores.display_url(store.url)}"
+                       + (f", resumed after {len(loop.trials)} trials" if loop.trials else ""))
         reporter.tuning_started(model, budget)
         final = loop.run()
         reporter.tuning_finished()

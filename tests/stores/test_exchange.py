@@ -54,3 +54,24 @@ def test_exchange_errors_are_one_line(tuned_store, tmp_path):
         (tmp_path / "bad" / name).write_text("not json\n")
     with pytest.raises(InputError, match="cannot read"):
         stores.import_records(store, str(tmp_path / "bad"))
+
+
+def test_import_adds_only_records_the_store_lacks(tuned_store, tmp_path):
+    store, (session, _), _ = tuned_store
+    folder = str(tmp_path / "records")
+    exported = stores.export_records(store, session.run_id, folder)
+    fresh = stores.create(f"sqlite:///{tmp_path}/fresh.db")
+    run, count = stores.import_records(fresh, folder)
+    distinct = len({(t.workload, t.target, t.record) for t in fresh.get_trials()})
+    assert count == len(fresh.get_trials(run)) == distinct and 0 < count <= exported
+    assert stores.import_records(fresh, folder) == (None, 0)  # twice: nothing new, no run
+    assert [r.id for r in fresh.get_runs()] == [run] and len(fresh.get_trials()) == count
+    assert stores.import_records(store, folder) == (None, 0)  # the records it was exported from
+
+
+def test_a_folder_without_records_is_refused(store, tmp_path):
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        (tmp_path / name).write_text("")
+    with pytest.raises(InputError, match="holds no tuning records"):
+        stores.import_records(store, str(tmp_path))
+    assert store.get_runs() == []

@@ -43,6 +43,14 @@ def test_runs_round_trip(store):
             call()
 
 
+def test_update_settings_sets_the_given_keys(store):
+    run = store.create_run("tiny-mlp", '{"kind": "llvm"}', "gradient", {"output": "/a", "seed": 0})
+    store.update_settings(run, {"output": "/b"})
+    assert store.get_run(run).settings == {"output": "/b", "seed": 0}
+    with pytest.raises(InputError, match="no run 999"):
+        store.update_settings(999, {"output": "/b"})
+
+
 def test_workloads_are_identified_by_hash_then_equality(store):
     a = store.commit_workload("00000000000000aa", "A", equal_to("A"))
     assert store.commit_workload("00000000000000aa", "A", equal_to("A")) == a
@@ -219,12 +227,6 @@ def test_a_running_run_without_a_live_owner_is_dead(store):
     assert store.get_run(run).state() == stores.DEAD
     store.set_status(run, stores.INTERRUPTED)
     assert store.get_run(run).state() == stores.INTERRUPTED
-
-
-def test_settings_can_be_replaced(store):
-    run = store.create_run("m", "cpu", "random", {"budget": {"max_trials": 8}})
-    store.set_settings(run, {"budget": {"max_trials": 16}})
-    assert store.get_run(run).settings == {"budget": {"max_trials": 16}}
 
 
 def _claimer(url: str, run: int, name: str, start, queue) -> None:

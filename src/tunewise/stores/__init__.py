@@ -1,7 +1,8 @@
 """Tuning stores: every run, task, measured trial, checkpoint and artifact, chosen by URL.
 
 ``sqlite:///tunewise.db`` (the default, in the working directory) is an embedded store for one machine;
-``postgresql+psycopg://user:password@host/database`` a store shared by several tuners or machines. Every
+``postgresql+psycopg://user:password@host/database`` a store shared by several tuners or machines (messages
+show its URL through :func:`display_url`, password hidden). Every
 backend follows the contract of :class:`Store`. :class:`StoreDatabase` (MetaSchedule's database interface
 over a store) and the JSON import/export need TVM and are imported on first use.
 
@@ -34,7 +35,8 @@ from tunewise.stores._base import (
     StoredTrial,
     ranking_latency,
 )
-from tunewise.stores._sqlalchemy import SQLAlchemyStore, shown_url
+from tunewise.stores._sqlalchemy import SQLAlchemyStore
+from tunewise.stores._url import display_url, hide_secrets
 
 __all__ = [
     "DEAD",
@@ -56,10 +58,11 @@ __all__ = [
     "StoredTask",
     "StoredTrial",
     "create",
+    "display_url",
     "export_records",
+    "hide_secrets",
     "import_records",
     "ranking_latency",
-    "shown_url",
 ]
 
 DEFAULT_URL = "sqlite:///tunewise.db"

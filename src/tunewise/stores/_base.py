@@ -169,9 +169,9 @@ class Store(abc.ABC):
       killed at any point loses only what it had not yet handed to the store.
     - Several processes (and threads) may use one store at once; writes never lose or corrupt each other.
       Workloads are the only shared rows written by several runs: :meth:`commit_workload` is atomic.
-    - Runs, tasks, trials and checkpoints are append-only (only a run's status, settings, owner, heartbeat
-      and ``updated`` change), so a value read once stays true; a run's trials and checkpoints come back in
-      the order they were added.
+    - Runs, tasks, trials and checkpoints are append-only (only a run's status, owner, heartbeat, ``updated``
+      and the settings given to :meth:`update_settings` change), so a value read once stays true; a run's
+      trials and checkpoints come back in the order they were added.
     - Unknown run ids raise :class:`~tunewise.errors.InputError`.
     - Workloads are TIR modules, kept as TVM JSON text under their structural hash (hex); the store never
       interprets them: equality is decided by the caller's ``equal`` function.
@@ -199,8 +199,8 @@ class Store(abc.ABC):
         """Change a run's status (and its ``updated`` time)."""
 
     @abc.abstractmethod
-    def set_settings(self, run: int, settings: Mapping) -> None:
-        """Replace a run's settings (a JSON object)."""
+    def update_settings(self, run: int, changes: Mapping) -> None:
+        """Set the keys ``changes`` gives in a run's settings (and its ``updated`` time); other keys stay."""
 
     # -- ownership -------------------------------------------------------------------------------------
     @abc.abstractmethod

@@ -3,7 +3,7 @@
 Export writes a run's measured records through MetaSchedule's own ``JSONDatabase``, so stock TVM reads them
 (``ms.database.JSONDatabase(work_dir=...)``, ``compile_relax``). Import reads such a folder, tuned anywhere,
 into the store as a run of its own (status ``imported``), whose records then seed searches and compilation
-like any other.
+like any other; records the store already holds are left out, so importing a folder twice adds nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 import os
 import time
 
+from tunewise.destinations import check_folder
 from tunewise.errors import InputError, message_line
 from tunewise.stores._base import IMPORTED, Store, StoredTrial
 from tunewise.stores._database import StoreDatabase, record_json, target_key
@@ -25,6 +26,7 @@ def export_records(store: Store, run: int, directory: str) -> int:
     from tvm.s_tir import meta_schedule as ms
 
     store.get_run(run)  # an unknown run is an error, not an empty export
+    check_folder(directory, "records folder")
     if any(os.path.exists(os.path.join(directory, name)) for name in (WORKLOADS, RECORDS)):
         raise InputError(f"{directory} already holds a MetaSchedule database; export into a new folder")
     os.makedirs(directory, exist_ok=True)
@@ -43,9 +45,16 @@ def export_records(store: Store, run: int, directory: str) -> int:
     return count
 
 
-def import_records(store: Store, directory: str) -> tuple[int, int]:
-    """Add the records of the MetaSchedule JSON database in ``directory`` to ``store`` as a new run;
-    returns ``(run id, number of records)``."""
+def _identity(workload: int, target: str | None, record: str) -> tuple:
+    """What makes two records the same schedule: workload, target and trace (the record JSON's first item)."""
+    return workload, target, json.dumps(json.loads(record)[0])
+
+
+def import_records(store: Store, directory: str) -> tuple[int | None, int]:
+    """Add the records of the MetaSchedule JSON database in ``directory`` that ``store`` does not hold yet (same
+    workload, target and trace) as a new run; returns ``(run id, number of records added)``, the run id
+    ``None`` when every record was already there (no run is made). A folder without records is an
+    :class:`InputError`."""
     from tvm.s_tir import meta_schedule as ms
 
     if not all(os.path.isfile(os.path.join(directory, name)) for name in (WORKLOADS, RECORDS)):
@@ -54,12 +63,23 @@ def import_records(store: Store, directory: str) -> tuple[int, int]:
         records = ms.database.JSONDatabase(work_dir=directory, allow_missing=False).get_all_tuning_records()
     except Exception as err:  # TVM raises its own error types on a corrupt file
         raise InputError(f"cannot read the records in {directory}: {message_line(err)}") from None
-    targets = sorted({target_key(r.target) or "" for r in records})
+    if not records:
+        raise InputError(f"{directory} holds no tuning records ({RECORDS} is empty)")
+    database, now = StoreDatabase(store), time.time()
+    workloads = [database.workload_id(r.workload.mod, commit=True) for r in records]
+    wanted = set(workloads)
+    seen = {_identity(t.workload, t.target, t.record) for t in store.get_trials() if t.workload in wanted}
+    new = []
+    for record, workload in zip(records, workloads, strict=True):
+        text, target = record_json(record), target_key(record.target)
+        if _identity(workload, target, text) not in seen:
+            seen.add(_identity(workload, target, text))
+            run_secs = tuple(float(s) for s in record.run_secs) if record.run_secs is not None else ()
+            new.append(StoredTrial(workload, text, run_secs, target=target, timestamp=now))
+    if not new:
+        return None, 0
+    targets = sorted({t.target or "" for t in new})
     run = store.create_run(os.path.abspath(directory), targets[0] if len(targets) == 1 else json.dumps(targets),
                            "import", {"source": os.path.abspath(directory)}, status=IMPORTED)
-    database, now = StoreDatabase(store), time.time()
-    store.add_trials(run, [StoredTrial(
-        database.workload_id(r.workload.mod, commit=True), record_json(r),
-        tuple(float(s) for s in r.run_secs) if r.run_secs is not None else (), target=target_key(r.target),
-        timestamp=now) for r in records])
-    return run, len(records)
+    store.add_trials(run, new)
+    return run, len(new)

@@ -28,6 +28,7 @@ from tunewise.errors import InputError, RunBusyError, StoreError, message_line
 from tunewise.stores import _base
 from tunewise.stores import _schema as s
 from tunewise.stores._base import RUNNING, Artifact, Checkpoint, Run, Store, StoredTask, StoredTrial, ranking_latency
+from tunewise.stores._url import display_url, hide_secrets
 
 _MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
 _MIGRATION_LOCK = 0x7475_6E65  # PostgreSQL advisory lock key of schema upgrades
@@ -68,7 +69,7 @@ def _revisions(conn: Connection) -> tuple[str | None, str]:
     head = ScriptDirectory.from_config(alembic_config(conn)).get_current_head()
     current = MigrationContext.configure(conn).get_current_revision()
     if current is None and inspect(conn).get_table_names():
-        raise StoreError(f"{shown_url(conn.engine.url)} is not a tunewise store (it holds another program's tables)")
+        raise StoreError(f"{display_url(conn.engine.url)} is not a tunewise store (it holds another program's tables)")
     return current, head
 
 
@@ -92,18 +93,10 @@ def check_current(engine: Engine) -> None:
     with engine.connect() as conn:
         current, head = _revisions(conn)
     if current is None:
-        raise StoreError(f"{shown_url(engine.url)} is not a tunewise store (it is empty)")
+        raise StoreError(f"{display_url(engine.url)} is not a tunewise store (it is empty)")
     if current != head:
-        raise StoreError(f"the store {shown_url(engine.url)} has an older schema; a command that writes to it "
+        raise StoreError(f"the store {display_url(engine.url)} has an older schema; a command that writes to it "
                          "(tunewise tune, tunewise records import) upgrades it")
-
-
-def shown_url(url) -> str:
-    """A store URL (text or SQLAlchemy URL) as shown to a user: its password hidden."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return str(url)
 
 
 def _user_errors(engine: Engine) -> None:
@@ -113,7 +106,7 @@ def _user_errors(engine: Engine) -> None:
     def _handle(context):
         err = context.sqlalchemy_exception
         if isinstance(err, OperationalError) or type(err) is DatabaseError:
-            raise StoreError(f"cannot use the store {shown_url(engine.url)}: {message_line(err.orig)}") from None
+            raise StoreError(f"cannot use the store {display_url(engine.url)}: {message_line(err.orig)}") from None
 
 
 def _sqlite_engine(url, read_only: bool) -> Engine:
@@ -141,8 +134,8 @@ def _sqlite_engine(url, read_only: bool) -> Engine:
 def _engine(url: str, must_exist: bool, read_only: bool) -> Engine:
     try:
         parsed = make_url(url)
-    except ArgumentError:
-        raise InputError(f"bad store URL {url!r}: expected e.g. sqlite:///tunewise.db or "
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        raise InputError(f"bad store URL {display_url(url)!r}: expected e.g. sqlite:///tunewise.db or "
                          "postgresql+psycopg://user:password@host/database") from None
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")  # the driver tunewise installs
@@ -158,7 +151,8 @@ def _engine(url: str, must_exist: bool, read_only: bool) -> Engine:
         options = {"connect_args": {"options": "-c default_transaction_read_only=on"}} if read_only else {}
         return create_engine(parsed, pool_pre_ping=True, **options)
     except (NoSuchModuleError, ImportError) as err:
-        raise InputError(f"store URL {url!r} needs a database driver that is not installed: {err}") from None
+        raise InputError(f"store URL {display_url(url)!r} needs a database driver that is not installed: "
+                         f"{hide_secrets(str(err), url)}") from None
 
 
 class SQLAlchemyStore(Store):
@@ -178,13 +172,14 @@ class SQLAlchemyStore(Store):
         self._engine = _engine(url, must_exist or read_only, read_only)
         try:
             (check_current if read_only else upgrade)(self._engine)
-        except DatabaseError as err:
-            raise StoreError(f"cannot open the store {url!r}: {message_line(err.orig)}") from None
+        except DatabaseError as err:  # unreachable server, bad connection options, not a database
+            raise StoreError(f"cannot open the store {display_url(url)!r}: "
+                             f"{hide_secrets(message_line(err.orig), url)}") from None
         _user_errors(self._engine)
         self._writer = self._engine.execution_options(tunewise_write=True)
 
     def __repr__(self) -> str:
-        return f"SQLAlchemyStore({self._engine.url.render_as_string(hide_password=True)!r})"
+        return f"SQLAlchemyStore({display_url(self.url)!r})"
 
     def close(self) -> None:
         self._engine.dispose()
@@ -208,7 +203,7 @@ class SQLAlchemyStore(Store):
         with self._engine.connect() as conn:
             row = conn.execute(select(s.runs).where(s.runs.c.id == run)).first()
         if row is None:
-            raise InputError(f"no run {run} in the store {self.url}")
+            raise InputError(f"no run {run} in the store {display_url(self.url)}")
         return self._run(row)
 
     def get_runs(self) -> list[Run]:
@@ -218,13 +213,18 @@ class SQLAlchemyStore(Store):
     def set_status(self, run: int, status: str) -> None:
         self._update(run, status=status, updated=time.time())
 
-    def set_settings(self, run: int, settings: Mapping) -> None:
-        self._update(run, settings=json.dumps(settings), updated=time.time())
-
     def _update(self, run: int, **values) -> None:
         with self._writer.begin() as conn:
             if not conn.execute(update(s.runs).where(s.runs.c.id == run).values(**values)).rowcount:
-                raise InputError(f"no run {run} in the store {self.url}")
+                raise InputError(f"no run {run} in the store {display_url(self.url)}")
+
+    def update_settings(self, run: int, changes: Mapping) -> None:
+        with self._writer.begin() as conn:
+            settings = conn.execute(select(s.runs.c.settings).where(s.runs.c.id == run).with_for_update()).scalar()
+            if settings is None:
+                raise InputError(f"no run {run} in the store {display_url(self.url)}")
+            conn.execute(update(s.runs).where(s.runs.c.id == run).values(
+                settings=json.dumps({**json.loads(settings), **changes}), updated=time.time()))
 
     # -- ownership -------------------------------------------------------------------------------------
     def claim_run(self, run: int, owner: str, *, stale_after: float | None = None,
@@ -240,7 +240,7 @@ class SQLAlchemyStore(Store):
                 return
             row = conn.execute(select(c.owner, c.heartbeat).where(c.id == run)).first()
         if row is None:
-            raise InputError(f"no run {run} in the store {self.url}")
+            raise InputError(f"no run {run} in the store {display_url(self.url)}")
         raise RunBusyError(f"run {run} is being tuned by another process ({row.owner}, alive "
                            f"{now - row.heartbeat:.0f}s ago); wait until it ends, or stop it first")
 
