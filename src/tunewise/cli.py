@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-from tunewise import graph
+from tunewise import graph, schedulers
 from tunewise.errors import InputError, TunewiseError, message_line
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
@@ -62,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--time-budget", help="wall-clock budget for tuning: 90s, 10m, 1h")
     tune.add_argument("--per-task-trials", help="at most this many trials for any task")
     tune.add_argument("--patience", help="finish a task after this many trials without improvement")
-    tune.add_argument("--scheduler", help="task scheduler (default: gradient)")
+    tune.add_argument("--scheduler", help=f"task scheduler: {', '.join(schedulers.names())} "
+                      f"(default: {schedulers.DEFAULT})")
     tune.add_argument("--trials-per-slot", help="candidates per slot (default 16)")
     tune.add_argument("--evaluator", help="how candidates are timed: adaptive (AdaTune; default), fixed")
     tune.add_argument("--cost-model", help="what ranks candidates: xgb (default), rfei (AdaTune)")
@@ -147,7 +148,7 @@ def _cmd_tune(args) -> int:
         seed = _whole("--seed", args.seed or "0", minimum=0)
         result = workflow.tune(
             args.model, input_shapes=frontend.parse_input_shapes(args.input_shape), target=args.target,
-            scheduler=args.scheduler or "gradient", budget=_budget(args, 200),
+            scheduler=args.scheduler or schedulers.DEFAULT, budget=_budget(args, 200),
             trials_per_slot=_whole("--trials-per-slot", args.trials_per_slot or "16"), output=args.output,
             level=args.graph_level or graph.DEFAULT_LEVEL, seed=seed, reporter=LiveProgress(), store=args.store,
             evaluator=args.evaluator or runners.DEFAULT, cost_model=args.cost_model or "xgb", share=not args.no_share,

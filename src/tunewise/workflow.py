@@ -72,7 +72,7 @@ def torch_latency(model, example_inputs, *, repeat: int = 30) -> float:
     return statistics.median(samples)
 
 
-def tune(source, *, example_inputs=None, input_shapes=None, target=None, scheduler="gradient",
+def tune(source, *, example_inputs=None, input_shapes=None, target=None, scheduler=schedulers.DEFAULT,
          budget: session.Budget | None = None, trials_per_slot: int = 16, output: str | None = None,
          level: str = graph.DEFAULT_LEVEL, seed: int = 0, measure_config: measure.MeasureConfig | None = None,
          reporter: Reporter | None = None, compare_torch: bool = True, store=None, evaluator: str = runners.DEFAULT,
