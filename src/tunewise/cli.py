@@ -59,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
                       help="continue run RUN of the store with its own settings (budget options extend it)")
     tune.add_argument("--target", help="'host' (default: this CPU with its mcpu), a JSON target, or a tag")
     tune.add_argument("--trials", help="total trials (default 200 unless --time-budget is given)")
-    tune.add_argument("--time-budget", help="wall-clock budget for tuning: 90s, 10m, 1h")
+    tune.add_argument("--time-budget", help="wall-clock budget for the whole command (import, extract, tune, "
+                      "compile): 90s, 10m, 1h")
     tune.add_argument("--per-task-trials", help="at most this many trials for any task")
     tune.add_argument("--patience", help="finish a task after this many trials without improvement")
     tune.add_argument("--scheduler", help=f"task scheduler: {', '.join(schedulers.names())} "
@@ -165,6 +166,8 @@ def _cmd_tune(args) -> int:
         print(f"PyTorch eager    {result.torch_latency * 1e3:.3f} ms ({relation})")
     print(f"outputs          match the reference (max relative error {result.max_error:.2e})")
     print(f"artifact         {result.artifact}")
+    split = ", ".join(f"{name} {seconds:.0f}s" for name, seconds in result.phase_seconds.items())
+    print(f"wall time        {sum(result.phase_seconds.values()):.0f}s: {split}")
     return 0
 
 

@@ -147,10 +147,13 @@ class Measurer:
         except Exception as err:  # a TVM build error of this candidate
             return None, 0.0, BUILD_ERROR, message_line(err, last=True)
 
-    def _run(self, path: str, args_info, build_seconds: float, reference: float) -> Measurement:
-        from tvm.s_tir.meta_schedule.runner import RunnerInput
+    def _run(self, path: str, args_info, build_seconds: float, reference: float, once: bool = False) -> Measurement:
+        from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, RunnerInput
 
-        self.runner.f_run_evaluator = self.evaluator.with_reference(reference)  # pickled with this candidate
+        # both are pickled with this candidate
+        self.runner.f_run_evaluator = runners.Fixed() if once else self.evaluator.with_reference(reference)
+        self.runner.evaluator_config = (EvaluatorConfig(number=1, repeat=1, min_repeat_ms=0) if once
+                                        else self.config.evaluator())
         start = time.perf_counter()
         result = self.runner.run([RunnerInput(path, self._device, args_info)])[0].result()
         run_seconds = time.perf_counter() - start
@@ -161,13 +164,17 @@ class Measurer:
                                build_seconds, run_seconds)
         return Measurement(tuple(float(s) for s in result.run_secs), None, "", build_seconds, run_seconds)
 
-    def measure(self, batch, *, reference: float | None = None) -> list[Measurement]:
+    def measure(self, batch, *, reference: float | None = None, once: bool = False) -> list[Measurement]:
         """Build and measure ``batch``, a list of ``(mod, args_info)``; one :class:`Measurement` each, in order.
 
         ``reference`` says the batch holds candidates of one task whose best latency so far is ``reference``
         (``inf``: none yet); it is lowered by every candidate of the batch that beats it, and the evaluator
         is told it before each candidate (the adaptive one stops clearly slower candidates early). ``None``
         (candidates of different tasks, or default schedules) tells the evaluator no reference at all.
+
+        With ``once`` each candidate is timed by one run (after TVM's warm-up call) with MetaSchedule's fixed
+        evaluator, whatever the configuration says: enough to rank default schedules and estimate the
+        untuned model, whose slowest tasks would otherwise run for seconds each.
         """
         futures = [self.builder.submit(mod, self.target) for mod, _ in batch]
         results: list[Measurement | None] = [None] * len(batch)
@@ -175,7 +182,7 @@ class Measurer:
 
         def run(i: int, path: str, seconds: float, args_info) -> None:
             nonlocal reference
-            results[i] = self._run(path, args_info, seconds, math.inf if reference is None else reference)
+            results[i] = self._run(path, args_info, seconds, math.inf if reference is None else reference, once)
             if reference is not None:
                 reference = min(reference, results[i].latency)
 

@@ -8,8 +8,10 @@ loses at most the slot in flight). The searches read the store through
 :class:`~tunewise.stores.StoreDatabase`, so they seed from every record of their workload.
 
 Budgets (:class:`Budget`) end the run: total trials, wall-clock time, trials per task, and per-task patience
-(a task is finished after that many trials without improvement). A task is also finished when its search
-space is exhausted. Failed candidates count against the budgets and are reported separately.
+(a task is finished after that many trials without improvement). Under a time limit (the budget's, or a
+``deadline``) a slot is started only with the trials it has time for, as the durations of the slots before it
+predict (:class:`tunewise.timebudget.SlotPace`); when not one fits, the run ends. A task is also finished
+when its search space is exhausted. Failed candidates count against the budgets and are reported separately.
 
 Tasks that share their main computation (the same convolution with different fused epilogues) share
 schedules (:mod:`tunewise.sharing`): before a task's slot is searched, the best records of its group-mates
@@ -29,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tunewise import cost_models, sharing, stores
+from tunewise import cost_models, sharing, stores, timebudget
 from tunewise import target as targets
 from tunewise.errors import InputError
 from tunewise.state import Snapshot, TaskView
@@ -183,12 +185,14 @@ class Session:
     the model's tasks are added to the run, or, when the run has some, checked against them and the run is
     resumed from what the store holds. ``database`` is the MetaSchedule view of the store the searches use
     (for compiling with the results). ``listeners`` are called as ``listener(event, snapshot)`` after every
-    slot.
+    slot. ``deadline``, when given, maps a snapshot of the run to the ``time.perf_counter()`` instant by which
+    tuning must end (a whole command's budget, less what is left to do after tuning).
     """
 
     def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int, *, trials_per_slot: int = 16,
                  search_batch: int = 64, cost_model=None, seed: int = 0, share: bool = True,
-                 listeners: list[Callable[[SlotEvent, Snapshot], None]] | None = None):
+                 listeners: list[Callable[[SlotEvent, Snapshot], None]] | None = None,
+                 deadline: Callable[[Snapshot], float] | None = None):
         from tvm.s_tir import meta_schedule as ms
 
         if trials_per_slot <= 0:
@@ -205,6 +209,8 @@ class Session:
         self.cost_model = cost_models.create(cost_model or "xgb", **({} if isinstance(cost_model, ms.CostModel)
                                              else {"seed": seed, "num_tuning_cores": num_threads}))
         self.listeners = list(listeners or [])
+        self.deadline = deadline
+        self.pace = timebudget.SlotPace()
         self.trials: list[StoredTrial] = []
         self.decision_seconds = 0.0
         self._progress = [_TaskProgress() for _ in model.tasks]
@@ -243,8 +249,14 @@ class Session:
 
     def _out_of_budget(self) -> bool:
         b = self.budget
-        return ((b.max_trials is not None and len(self.trials) >= b.max_trials)
-                or (b.time_budget is not None and self.elapsed >= b.time_budget))
+        return (b.max_trials is not None and len(self.trials) >= b.max_trials) or self._seconds_left() <= 0
+
+    def _seconds_left(self) -> float:
+        """Tuning time left under the time budget and the deadline (``inf`` when neither is set)."""
+        left = math.inf if self.budget.time_budget is None else self.budget.time_budget - self.elapsed
+        if self.deadline is not None:
+            left = min(left, self.deadline(self.snapshot()) - time.perf_counter())
+        return left
 
     def _slot_size(self, progress: _TaskProgress) -> int:
         n = self.trials_per_slot
@@ -306,7 +318,11 @@ class Session:
                     break
                 if snapshot.tasks[choice].finished:
                     raise RuntimeError(f"scheduler {self.scheduler!r} chose finished task {choice}")
-                self._run_slot(choice, decision)
+                n = self._slot_size(self._progress[choice])
+                fits = self.pace.trials_that_fit(self._seconds_left(), n, first=snapshot.tasks[choice].slots == 0)
+                if n > 0 and fits == 0:
+                    break  # not one more trial has time to finish
+                self._run_slot(choice, decision, fits)
         except BaseException as err:
             self.store.set_status(self.run_id, stores.INTERRUPTED if isinstance(err, KeyboardInterrupt)
                                   else stores.FAILED)
@@ -314,9 +330,8 @@ class Session:
         self.store.set_status(self.run_id, stores.TUNED)
         return self.snapshot()
 
-    def _run_slot(self, k: int, decision_seconds: float) -> None:
+    def _run_slot(self, k: int, decision_seconds: float, n: int) -> None:
         progress, search = self._progress[k], self._searches[k]
-        n = self._slot_size(progress)
         slot_start = time.perf_counter()
         max_trials = self.budget.per_task_trials or self.budget.max_trials or 1_000_000
         shared = search.adopt(self._transfers(k, n), self.database, self.cost_model, max_trials) if n > 0 else []
@@ -349,6 +364,8 @@ class Session:
         event = SlotEvent(self._slot, k, len(trials), sum(t.error is not None for t in trials), best_before,
                           progress.best, time.perf_counter() - slot_start, search_seconds, measure_seconds,
                           decision_seconds, len(shared))
+        self.pace.record(first=len(progress.best_history) == 1, trials=len(trials), measure_seconds=measure_seconds,
+                         fixed=decision_seconds + event.seconds - measure_seconds)
         self._slot += 1
         for listener in self.listeners:
             listener(event, self.snapshot())

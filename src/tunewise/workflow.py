@@ -18,6 +18,7 @@ from tunewise import compile as compiler
 from tunewise import cost_models, frontend, graph, measure, runners, schedulers, session, stores, tasks, tvm_env, zoo
 from tunewise import target as targets
 from tunewise.errors import InputError
+from tunewise.timebudget import compile_estimate
 
 
 class Reporter:
@@ -55,6 +56,7 @@ class TuneResult:
     shared: int = 0  # trials that were schedules transferred between tasks of one anchor (tunewise.sharing)
     history: tuple[tuple[float, float], ...] = field(default=())
     run: int | None = None  # the run's id in the store
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # wall time of import, extract, tune, compile
 
 
 def torch_latency(model, example_inputs, *, repeat: int = 30) -> float:
@@ -124,7 +126,12 @@ def resume(run: int, *, store=None, budget: session.Budget | None = None, source
 
 def _tune(source, store, run: int | None, settings: dict, scheduler, target, example_inputs,
           reporter: Reporter | None, compare_torch: bool) -> TuneResult:
-    """The job behind :func:`tune` (``run`` None: a new run) and :func:`resume`; ``store`` may be a URL."""
+    """The job behind :func:`tune` (``run`` None: a new run) and :func:`resume`; ``store`` may be a URL.
+
+    A time budget covers the whole job: tuning ends in time for the steps after it
+    (:func:`~tunewise.timebudget.compile_estimate`).
+    """
+    start, phases = time.perf_counter(), {}
     reporter = reporter or Reporter()
     budget = session.Budget(**settings["budget"])
     seed, level = settings["seed"], settings["level"]
@@ -151,24 +158,41 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
     elif compare_torch and source in zoo.MODELS:
         eager = torch_latency(*zoo.get(source, seed=seed))
     output = settings["output"] or os.path.abspath(os.path.join("tunewise-out", imported.name))
+    phases["import"] = time.perf_counter() - start
 
     measurer = measure.Measurer(tvm_target, measure.MeasureConfig(**settings["measure"]), evaluator=evaluator)
     try:
         stored = store.get_tasks(run) if run is not None else []
         reporter.phase("extracting tasks" + ("" if stored else " and measuring their default latency"))
-        model = tasks.extract(imported, tvm_target, level=level, measurer=None if stored else measurer)
+        extract_start = time.perf_counter()
+        model = tasks.extract(imported, tvm_target, level=level)
+        build_seconds = time.perf_counter() - extract_start
         if len(stored) == len(model.tasks):  # resuming: the default latencies the run was tuned against
             model = model.with_default_latencies(s.default_latency for s in stored)
+        else:
+            model = tasks.measure_defaults(model, measurer)
         if run is None:
             settings["output"] = output
             run = store.create_run(model.name, str(tvm_target), settings["scheduler"] or repr(scheduler), settings)
+        end = None if budget.time_budget is None else start + budget.time_budget
+
+        def deadline(snapshot) -> float:
+            return end - compile_estimate(build_seconds, model.untuned_latency(),
+                                                     snapshot.estimated_latency())
+
         loop = session.Session(model, scheduler, budget, measurer, store, run,
                                trials_per_slot=settings["trials_per_slot"], seed=seed, cost_model=cost_model_name,
-                               share=settings.get("share", False), listeners=[reporter.slot])
+                               share=settings.get("share", False), listeners=[reporter.slot],
+                               deadline=None if end is None else deadline)
+        phases["extract"] = time.perf_counter() - start - phases["import"]
         reporter.phase(f"tuning as run {run} of {store.url}" + (f", resumed after {len(loop.trials)} trials"
                                                                   if loop.trials else ""))
-        reporter.tuning_started(model, budget)
+        left = None if end is None else deadline(loop.snapshot()) - time.perf_counter()
+        reporter.tuning_started(model, budget if left is None or left <= 0 else dataclasses.replace(
+            budget, time_budget=min(budget.time_budget, loop.elapsed + left)))
+        tune_start = time.perf_counter()
         final = loop.run()
+        phases["tune"] = time.perf_counter() - tune_start
         reporter.tuning_finished()
     finally:
         measurer.close()
@@ -193,6 +217,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
     with open(os.path.join(output, compiler.METADATA)) as f:
         store.add_artifact(run, output, json.load(f))
     store.set_status(run, stores.FINISHED)
+    phases["compile"] = time.perf_counter() - start - sum(phases.values())
     return TuneResult(output, model.name, len(model.tasks), final.trials, failures, final.elapsed,
                       loop.decision_seconds, untuned_latency, tuned_latency, final.estimated_latency(),
-                      max_error, eager, loop.shared, tuple(loop.history), run)
+                      max_error, eager, loop.shared, tuple(loop.history), run, phases)
