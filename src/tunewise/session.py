@@ -99,6 +99,12 @@ class _TaskSearch:
     22 tasks); MetaSchedule's XGBoost model retrains only once its data has grown by a fifth, so this costs
     little.
 
+    While the run's cost model has learnt nothing (no trial measured yet), a slot's candidates are drawn at
+    random from the design space instead (MetaSchedule's ``replay-trace``, :meth:`sample`): the evolutionary
+    search would rank its population by the untrained model, to the same effect, and its first batch takes
+    12-20 s even for a small convolution on a 2-core machine, against 0.3 s. The evolutionary search then starts
+    on the task's next slot, seeded by what was measured.
+
     The search remembers what it proposed in this process only (its seeds from the database are proposed
     again), so candidates whose scheduled module is in ``seen`` (structural hashes, those measured by
     earlier sessions of the run included) are dropped; ``duplicates`` counts them.
@@ -111,6 +117,7 @@ class _TaskSearch:
         self.args_info = args_info(mod)
         self.seed, self.num_threads, self.batch = seed, num_threads, batch
         self.context = None
+        self._told = None  # the context that proposed the slot's candidates: it is told their results
         self.seen: set[str] = set()
         self.duplicates = 0
         self.earlier: list[StoredTrial] = []  # this task's trials from earlier sessions of the run
@@ -132,10 +139,17 @@ class _TaskSearch:
                               [_runner_result(t) for t in self.earlier])
             self.earlier = []
 
-    def propose(self, n: int, database, cost_model, max_trials: int) -> list[tuple[object, str]]:
-        """Up to ``n`` ``(candidate, hash)`` never measured in the run; none when the space is exhausted."""
+    def propose(self, n: int, database, cost_model, max_trials: int, *, untrained: bool = False
+                ) -> list[tuple[object, str]]:
+        """Up to ``n`` ``(candidate, hash)`` never measured in the run; none when the space is exhausted. With
+        ``untrained`` (the cost model has learnt nothing) a task whose search has not started samples them."""
+        if untrained and self.context is None:
+            sampled = self.sample(n, database, cost_model)
+            if sampled:
+                return sampled
         if self.context is None:
             self._prepare(database, cost_model, max_trials)
+        self._told = self.context
         while not self._queue:
             batch = self.context.generate_measure_candidates()
             if batch is None:
@@ -144,13 +158,30 @@ class _TaskSearch:
         taken, self._queue = self._queue[:n], self._queue[n:]
         return taken
 
+    def sample(self, n: int, database, cost_model) -> list[tuple[object, str]]:
+        """Up to ``n`` ``(candidate, hash)`` drawn at random from the task's design space, never measured in the
+        run."""
+        from tvm.s_tir import meta_schedule as ms
+
+        context = ms.TuneContext(
+            self.mod, target=self.target, space_generator="post-order-apply", search_strategy="replay-trace",
+            task_name=self.name, rand_state=self.seed, num_threads=self.num_threads,
+            logger=ms.logging.get_logger("tunewise.search"),
+        ).clone()
+        context.pre_tuning(n, n, context.generate_design_space(), database, cost_model)
+        self._told = context
+        return self._unseen(context.generate_measure_candidates() or [])
+
     def adopt(self, schedules, database, cost_model, max_trials: int) -> list[tuple[object, str]]:
         """``(candidate, hash)`` for each schedule of this task made elsewhere (transferred from a group-mate)
         that the run has not measured."""
         from tvm.s_tir import meta_schedule as ms
 
+        if not schedules:
+            return []
         if self.context is None:  # its cost model and search state are told the results
             self._prepare(database, cost_model, max_trials)
+        self._told = self.context
         return self._unseen([ms.MeasureCandidate(sch, self.args_info) for sch in schedules])
 
     def _unseen(self, candidates) -> list[tuple[object, str]]:
@@ -167,8 +198,8 @@ class _TaskSearch:
         return fresh
 
     def notify(self, candidates, results, cost_model) -> None:
-        self.context.notify_runner_results(candidates, results)
-        cost_model.update(self.context, candidates, results)
+        self._told.notify_runner_results(candidates, results)
+        cost_model.update(self._told, candidates, results)
 
 
 def _runner_result(trial: StoredTrial):
@@ -335,7 +366,8 @@ class Session:
         slot_start = time.perf_counter()
         max_trials = self.budget.per_task_trials or self.budget.max_trials or 1_000_000
         shared = search.adopt(self._transfers(k, n), self.database, self.cost_model, max_trials) if n > 0 else []
-        proposed = shared or (search.propose(n, self.database, self.cost_model, max_trials) if n > 0 else [])
+        proposed = shared or (search.propose(n, self.database, self.cost_model, max_trials, untrained=not self.trials)
+                              if n > 0 else [])
         search_seconds = time.perf_counter() - slot_start
         best_before = progress.best
         if not proposed:
