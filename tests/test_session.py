@@ -126,3 +126,21 @@ def test_the_cost_model_learns_from_every_slot(tiny_mlp, measurer):
 def test_bad_budgets(kwargs):
     with pytest.raises(InputError):
         session.Budget(**kwargs)
+
+
+def test_the_first_trial_is_measured_soon_after_tuning_starts(tiny_mlp, measurer):
+    # the cost model has learnt nothing yet: the first slot samples the design space at random, where the
+    # evolutionary search would spend seconds ranking its population by the untrained model
+    import time
+
+    store, events = stores.create("sqlite://"), []
+    run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=8), measurer, store,
+                          new_run(store, tiny_mlp), trials_per_slot=4,
+                          listeners=[lambda event, _: events.append((event, time.perf_counter()))])
+    start = time.perf_counter()
+    run.run()
+    (first, first_at), (second, _) = events[:2]
+    assert first.trials == 4 and first.search_seconds < 1.0
+    assert first_at - start < 10.0
+    assert second.search_seconds > first.search_seconds  # the other task's first slot: the cost model has data
+

@@ -158,6 +158,11 @@ class _TaskSearch:
         taken, self._queue = self._queue[:n], self._queue[n:]
         return taken
 
+    def searches(self, n: int, *, untrained: bool) -> bool:
+        """Whether proposing ``n`` candidates runs the evolutionary search (it has not started, or its queue is
+        short of them), rather than sampling or taking queued candidates."""
+        return not (untrained and self.context is None) and len(self._queue) < n
+
     def sample(self, n: int, database, cost_model) -> list[tuple[object, str]]:
         """Up to ``n`` ``(candidate, hash)`` drawn at random from the task's design space, never measured in the
         run."""
@@ -350,10 +355,11 @@ class Session:
                 if snapshot.tasks[choice].finished:
                     raise RuntimeError(f"scheduler {self.scheduler!r} chose finished task {choice}")
                 n = self._slot_size(self._progress[choice])
-                fits = self.pace.trials_that_fit(self._seconds_left(), n, first=snapshot.tasks[choice].slots == 0)
+                searching = self._searches[choice].searches(n, untrained=not self.trials)
+                fits = self.pace.trials_that_fit(self._seconds_left(), n, searching=searching)
                 if n > 0 and fits == 0:
                     break  # not one more trial has time to finish
-                self._run_slot(choice, decision, fits)
+                self._run_slot(choice, decision, fits, searching)
         except BaseException as err:
             self.store.set_status(self.run_id, stores.INTERRUPTED if isinstance(err, KeyboardInterrupt)
                                   else stores.FAILED)
@@ -361,7 +367,7 @@ class Session:
         self.store.set_status(self.run_id, stores.TUNED)
         return self.snapshot()
 
-    def _run_slot(self, k: int, decision_seconds: float, n: int) -> None:
+    def _run_slot(self, k: int, decision_seconds: float, n: int, searching: bool) -> None:
         progress, search = self._progress[k], self._searches[k]
         slot_start = time.perf_counter()
         max_trials = self.budget.per_task_trials or self.budget.max_trials or 1_000_000
@@ -396,7 +402,7 @@ class Session:
         event = SlotEvent(self._slot, k, len(trials), sum(t.error is not None for t in trials), best_before,
                           progress.best, time.perf_counter() - slot_start, search_seconds, measure_seconds,
                           decision_seconds, len(shared))
-        self.pace.record(first=len(progress.best_history) == 1, trials=len(trials), measure_seconds=measure_seconds,
+        self.pace.record(searching=searching, trials=len(trials), measure_seconds=measure_seconds,
                          fixed=decision_seconds + event.seconds - measure_seconds)
         self._slot += 1
         for listener in self.listeners:

@@ -31,48 +31,60 @@ def compile_estimate(build_seconds: float, untuned_latency: float, tuned_latency
 class SlotPace:
     """The durations of a run's recent slots, and what they predict for the next one.
 
-    A slot costs a fixed part (the decision, the search, recording) and a part per trial (building and
-    measuring). A task's first slot pays for preparing its search too, so the fixed part is kept apart for
-    first and later slots. The prediction is deliberately cautious: the largest fixed part of the last
-    ``window`` slots of the same kind (of any kind while none is known), plus the mean cost per trial over the
-    last ``window`` slots.
+    A slot costs a fixed part (the decision, the search, recording, the cost model's update) and a part per
+    trial (building and measuring). A slot that runs the evolutionary search (a task's search starting, or its
+    queue of candidates running short) pays seconds more than one that takes queued or sampled candidates, so
+    the fixed part is kept apart for ``searching`` slots and the others. The prediction is deliberately
+    cautious: the largest fixed part of the last ``window`` slots of the same kind, plus the mean cost per
+    trial over the last ``window`` slots. Before any searching slot has ended, one is taken to have a fixed part
+    of ``search_prior`` seconds (the evolutionary search's first batch took 10-25 s for small convolutions on
+    a busy 2-core machine); before any other slot has ended, the others are predicted as searching ones, or
+    not at all while no slot has ended.
 
     >>> pace = SlotPace()
-    >>> pace.record(first=True, fixed=4.0, trials=16, measure_seconds=8.0)
-    >>> pace.trials_that_fit(20.0, 16, first=True), pace.trials_that_fit(10.0, 16, first=True)
+    >>> pace.record(searching=False, fixed=4.0, trials=16, measure_seconds=8.0)
+    >>> pace.trials_that_fit(20.0, 16, searching=False), pace.trials_that_fit(10.0, 16, searching=False)
     (16, 12)
-    >>> pace.trials_that_fit(4.2, 16, first=True)
-    0
+    >>> pace.trials_that_fit(4.2, 16, searching=False), pace.trials_that_fit(20.0, 16, searching=True)
+    (0, 10)
     """
 
     window: int = 8
+    search_prior: float = 15.0
     _fixed: dict[bool, list[float]] = field(default_factory=lambda: {True: [], False: []})
     _per_trial: list[float] = field(default_factory=list)
 
-    def record(self, *, first: bool, fixed: float, trials: int, measure_seconds: float) -> None:
+    def record(self, *, searching: bool, fixed: float, trials: int, measure_seconds: float) -> None:
         """One slot ended: ``fixed`` seconds outside building and measuring, ``measure_seconds`` for its
-        ``trials`` trials; ``first`` when it was its task's first slot."""
-        self._fixed[first] = [*self._fixed[first], fixed][-self.window:]
+        ``trials`` trials; ``searching`` when it ran the evolutionary search."""
+        self._fixed[searching] = [*self._fixed[searching], fixed][-self.window:]
         if trials > 0:
             self._per_trial = [*self._per_trial, measure_seconds / trials][-self.window:]
 
-    def predict(self, trials: int, *, first: bool) -> float | None:
-        """Seconds a slot of ``trials`` trials is expected to take; ``None`` before any slot ended."""
-        fixed = self._fixed[first] or self._fixed[not first]
-        if not fixed:
+    def predict(self, trials: int, *, searching: bool) -> float | None:
+        """Seconds a slot of ``trials`` trials is expected to take; ``None`` for a slot that does not search
+        before any slot ended."""
+        if self._fixed[searching]:
+            fixed = max(self._fixed[searching])
+        elif searching:
+            fixed = self.search_prior
+        elif self._fixed[True]:
+            fixed = max(self._fixed[True])
+        else:
             return None
         per_trial = statistics.fmean(self._per_trial) if self._per_trial else 0.0
-        return max(fixed) + trials * per_trial
+        return fixed + trials * per_trial
 
-    def trials_that_fit(self, seconds_left: float, trials: int, *, first: bool) -> int:
+    def trials_that_fit(self, seconds_left: float, trials: int, *, searching: bool) -> int:
         """The most trials, up to ``trials``, that a slot can take and still end within ``seconds_left``: 0
-        when not even one fits (or no time is left); ``trials`` when nothing is known yet."""
+        when not even one fits (or no time is left); ``trials`` when nothing predicts the slot yet."""
         if seconds_left <= 0:
             return 0
-        whole = self.predict(trials, first=first)
+        whole = self.predict(trials, searching=searching)
         if whole is None or whole <= seconds_left:
             return trials
-        fixed, per_trial = self.predict(0, first=first), self.predict(1, first=first) - self.predict(0, first=first)
+        fixed = self.predict(0, searching=searching)
+        per_trial = self.predict(1, searching=searching) - fixed
         if per_trial <= 0:
             return 0
         return max(0, min(trials, math.floor((seconds_left - fixed) / per_trial)))
