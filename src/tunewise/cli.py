@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
 
     tune = sub.add_parser("tune", help="tune a model and save a compiled artifact")
     tune.add_argument("model", nargs="?",
-                      help="zoo name (see `tunewise tasks --help`), .onnx or .pt2 file (optional with --resume)")
+                      help="zoo name (`tunewise tasks --list` lists them), .onnx or .pt2 file (optional with --resume)")
     tune.add_argument("--resume", metavar="RUN",
                       help="continue run RUN of the store with its own settings (budget options extend it)")
     tune.add_argument("--target", help="'host' (default: this CPU with its mcpu), a JSON target, or a tag")
@@ -104,14 +104,17 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--repeat", default="20", help="timed repeats; the median is reported")
 
     streams = sub.add_parser("streams", help="a model's multi-stream plan (Nimble): streams, syncs, concurrency")
-    streams.add_argument("model", help="zoo name")
+    streams.add_argument("model", help="zoo name (`tunewise tasks --list` lists them) or .pt2 file")
     streams.add_argument("--merge", action="store_true", help="merge chains into fewer streams")
 
-    tasks = sub.add_parser("tasks", help="list a model's tunable tasks")
-    tasks.add_argument("model")
-    tasks.add_argument("--target")
-    tasks.add_argument("--graph-level", default=graph.DEFAULT_LEVEL)
-    tasks.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...")
+    tasks = sub.add_parser("tasks", help="list a model's tunable tasks (or, with --list, the zoo's models)")
+    tasks.add_argument("model", nargs="?", help="zoo name, .onnx or .pt2 file")
+    tasks.add_argument("--list", action="store_true", help="list the zoo's model names and input shapes, and exit")
+    tasks.add_argument("--target", help="'host' (default: this CPU with its mcpu), a JSON target, or a tag")
+    tasks.add_argument("--graph-level", default=graph.DEFAULT_LEVEL,
+                       help=f"graph passes: {', '.join(graph.LEVELS)} (default {graph.DEFAULT_LEVEL})")
+    tasks.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
+                       help="shape of an ONNX input with dynamic dimensions")
     tasks.add_argument("--no-measure", action="store_true", help="skip measuring default latencies")
     return parser
 
@@ -191,16 +194,29 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_streams(args) -> int:
-    from tunewise import runtime, zoo
+    from tunewise import frontend, runtime, zoo
 
-    model, inputs = zoo.get(args.model)
-    print(runtime.plan_model(model, inputs, merge=args.merge).describe())
+    if args.model in zoo.MODELS or not os.path.exists(args.model):
+        model, inputs = zoo.get(args.model)
+        plan = runtime.plan_model(model, inputs, merge=args.merge)
+    elif args.model.endswith(".pt2"):
+        plan = runtime.plan_exported(frontend.read_exported_program(args.model), merge=args.merge)
+    else:
+        raise InputError(f"streams plans PyTorch models: a zoo name or a .pt2 file, not {args.model}")
+    print(plan.describe())
     return 0
 
 
 def _cmd_tasks(args) -> int:
-    from tunewise import frontend, measure, tasks, tvm_env
+    from tunewise import frontend, measure, tasks, tvm_env, zoo
     from tunewise import target as targets
+
+    if args.list:
+        for name, entry in zoo.MODELS.items():
+            print(f"{name:16s} input {'x'.join(map(str, entry.input_shape))} ({entry.input_kind})")
+        return 0
+    if args.model is None:
+        raise InputError("name a model, or --list the zoo's models (see tunewise tasks --help)")
 
     target = targets.resolve(args.target)
     tvm_env.prepare(target.kind.name)

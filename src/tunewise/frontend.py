@@ -93,15 +93,22 @@ def _example_input(spec, generator: np.random.Generator) -> np.ndarray:
     return generator.standard_normal(shape).astype(spec.dtype)
 
 
+def read_exported_program(path: str):
+    """The ``torch.export.save``d program at ``path``; :class:`ModelImportError` when it cannot be read."""
+    import torch
+
+    try:
+        return torch.export.load(path)
+    except Exception as err:
+        raise ModelImportError(f"cannot read exported program {path}: {message_line(err)}") from None
+
+
 def from_exported_program_file(path: str, *, seed: int = 0) -> ImportedModel:
     """Import a ``torch.export.save``d program; inputs are its saved example inputs or seeded random ones."""
     import torch
 
     name = os.path.splitext(os.path.basename(path))[0]
-    try:
-        ep = torch.export.load(path)
-    except Exception as err:
-        raise ModelImportError(f"cannot read exported program {path}: {message_line(err)}") from None
+    ep = read_exported_program(path)
     _check_static(ep)
     saved = getattr(ep, "example_inputs", None)
     if saved and saved[0]:
