@@ -20,6 +20,7 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tunewise import runners, tvm_env
@@ -164,7 +165,8 @@ class Measurer:
                                build_seconds, run_seconds)
         return Measurement(tuple(float(s) for s in result.run_secs), None, "", build_seconds, run_seconds)
 
-    def measure(self, batch, *, reference: float | None = None, once: bool = False) -> list[Measurement]:
+    def measure(self, batch, *, reference: float | None = None, once: bool = False,
+                on_phase: Callable[[str], None] | None = None) -> list[Measurement]:
         """Build and measure ``batch``, a list of ``(mod, args_info)``; one :class:`Measurement` each, in order.
 
         ``reference`` says the batch holds candidates of one task whose best latency so far is ``reference``
@@ -175,13 +177,20 @@ class Measurer:
         With ``once`` each candidate is timed by one run (after TVM's warm-up call) with MetaSchedule's fixed
         evaluator, whatever the configuration says: enough to rank default schedules and estimate the
         untuned model, whose slowest tasks would otherwise run for seconds each.
+
+        ``on_phase`` is called with ``"build"`` before the builds and ``"measure"`` before the first run.
         """
+        if on_phase is not None:
+            on_phase("build")
         futures = [self.builder.submit(mod, self.target) for mod, _ in batch]
         results: list[Measurement | None] = [None] * len(batch)
         pending = []
 
         def run(i: int, path: str, seconds: float, args_info) -> None:
-            nonlocal reference
+            nonlocal reference, on_phase
+            if on_phase is not None:
+                on_phase("measure")
+                on_phase = None
             results[i] = self._run(path, args_info, seconds, math.inf if reference is None else reference, once)
             if reference is not None:
                 reference = min(reference, results[i].latency)

@@ -222,13 +222,16 @@ class Session:
     resumed from what the store holds. ``database`` is the MetaSchedule view of the store the searches use
     (for compiling with the results). ``listeners`` are called as ``listener(event, snapshot)`` after every
     slot. ``deadline``, when given, maps a snapshot of the run to the ``time.perf_counter()`` instant by which
-    tuning must end (a whole command's budget, less what is left to do after tuning).
+    tuning must end (a whole command's budget, less what is left to do after tuning). ``on_phase`` is called as
+    ``on_phase(snapshot, task, phase)`` when the slot in flight enters a phase: ``search``, ``build``,
+    ``measure``.
     """
 
     def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int, *, trials_per_slot: int = 16,
                  search_batch: int = 64, cost_model=None, seed: int = 0, share: bool = True,
                  listeners: list[Callable[[SlotEvent, Snapshot], None]] | None = None,
-                 deadline: Callable[[Snapshot], float] | None = None):
+                 deadline: Callable[[Snapshot], float] | None = None,
+                 on_phase: Callable[[Snapshot, int, str], None] | None = None):
         from tvm.s_tir import meta_schedule as ms
 
         if trials_per_slot <= 0:
@@ -246,6 +249,7 @@ class Session:
                                              else {"seed": seed, "num_tuning_cores": num_threads}))
         self.listeners = list(listeners or [])
         self.deadline = deadline
+        self.on_phase = on_phase
         self.pace = timebudget.SlotPace()
         self.trials: list[StoredTrial] = []
         self.decision_seconds = 0.0
@@ -369,6 +373,13 @@ class Session:
 
     def _run_slot(self, k: int, decision_seconds: float, n: int, searching: bool) -> None:
         progress, search = self._progress[k], self._searches[k]
+        before = self.snapshot()
+
+        def on_phase(phase: str) -> None:
+            if self.on_phase is not None:
+                self.on_phase(before, k, phase)
+
+        on_phase("search")
         slot_start = time.perf_counter()
         max_trials = self.budget.per_task_trials or self.budget.max_trials or 1_000_000
         shared = search.adopt(self._transfers(k, n), self.database, self.cost_model, max_trials) if n > 0 else []
@@ -384,7 +395,8 @@ class Session:
             return
         candidates = [c for c, _ in proposed]
         measure_start = time.perf_counter()
-        measurements = self.measurer.measure([(c.sch.mod, c.args_info) for c in candidates], reference=best_before)
+        measurements = self.measurer.measure([(c.sch.mod, c.args_info) for c in candidates], reference=best_before,
+                                             on_phase=on_phase)
         measure_seconds = time.perf_counter() - measure_start
         now, target, workload = time.time(), str(self.model.target), self.database.workload(self._workloads[k])
         trials = [StoredTrial(self._workloads[k], _record_json(c, m, workload, self.model.target), m.run_secs,

@@ -30,6 +30,10 @@ class Reporter:
     def tuning_started(self, model: tasks.ExtractedModel, budget: session.Budget) -> None:
         """Tasks are extracted and measured; slots follow."""
 
+    def slot_phase(self, snapshot, task: int, phase: str) -> None:
+        """The slot in flight, of task ``task``, entered ``phase`` (``search``, ``build``, ``measure``);
+        ``snapshot`` is the run before it."""
+
     def slot(self, event: session.SlotEvent, snapshot) -> None:
         """One slot was measured and recorded."""
 
@@ -78,8 +82,11 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
          budget: session.Budget | None = None, trials_per_slot: int = 16, output: str | None = None,
          level: str = graph.DEFAULT_LEVEL, seed: int = 0, measure_config: measure.MeasureConfig | None = None,
          reporter: Reporter | None = None, compare_torch: bool = True, store=None, evaluator: str = runners.DEFAULT,
-         cost_model: str = "xgb", share: bool = True) -> TuneResult:
+         cost_model: str = "xgb", share: bool = True, progress: bool | None = None) -> TuneResult:
     """Tune ``source`` (zoo name, ``.onnx``/``.pt2`` path, or ``nn.Module`` with ``example_inputs``).
+
+    ``progress`` shows the run as ``tunewise tune`` does (:class:`tunewise.progress.LiveProgress`); by default
+    it is on when standard output is a terminal or a notebook. A ``reporter`` given replaces it.
 
     ``evaluator`` (:func:`tunewise.runners.create`) times the candidates and ``cost_model``
     (:func:`tunewise.cost_models.create`) ranks them for the search. With ``share``, tasks with the same
@@ -100,15 +107,32 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
                 "evaluator": evaluator, "cost_model": cost_model, "share": share,
                 "output": os.path.abspath(output) if output else None,
                 "measure": dataclasses.asdict(measure_config or measure.MeasureConfig())}
-    return _tune(source, store, None, settings, scheduler, target, example_inputs, reporter, compare_torch)
+    return _tune(source, store, None, settings, scheduler, target, example_inputs, _reporter(reporter, progress),
+                 compare_torch)
+
+
+def _reporter(reporter: Reporter | None, progress: bool | None) -> Reporter:
+    """``reporter``, else the live display when ``progress`` (``None``: stdout is a terminal or a notebook),
+    else a quiet one."""
+    if reporter is not None:
+        return reporter
+    from rich.console import Console
+
+    from tunewise.progress import LiveProgress
+
+    if progress is None:
+        console = Console()
+        progress = console.is_terminal or console.is_jupyter
+    return LiveProgress() if progress else Reporter()
 
 
 def resume(run: int, *, store=None, budget: session.Budget | None = None, source=None, example_inputs=None,
-           scheduler=None, reporter: Reporter | None = None, compare_torch: bool = True) -> TuneResult:
+           scheduler=None, reporter: Reporter | None = None, compare_torch: bool = True,
+           progress: bool | None = None) -> TuneResult:
     """Continue run ``run`` of ``store`` where it stopped (killed, interrupted, failed, or finished and given
     a larger ``budget``), with the settings it was started with: what it measured is kept and counts against
     the budget, and no candidate is measured twice. ``source`` and ``scheduler`` are needed only when the
-    run was started with Python objects for them.
+    run was started with Python objects for them. ``progress`` is :func:`tune`'s.
     """
     store = stores.create(store, must_exist=True)
     spec = store.get_run(run)
@@ -121,18 +145,18 @@ def resume(run: int, *, store=None, budget: session.Budget | None = None, source
     scheduler = scheduler if scheduler is not None else settings["scheduler"]
     if source is None or scheduler is None:
         raise InputError(f"run {run} was started with a Python model or scheduler object: pass it again")
-    return _tune(source, store, run, settings, scheduler, spec.target, example_inputs, reporter, compare_torch)
+    return _tune(source, store, run, settings, scheduler, spec.target, example_inputs, _reporter(reporter, progress),
+                 compare_torch)
 
 
-def _tune(source, store, run: int | None, settings: dict, scheduler, target, example_inputs,
-          reporter: Reporter | None, compare_torch: bool) -> TuneResult:
+def _tune(source, store, run: int | None, settings: dict, scheduler, target, example_inputs, reporter: Reporter,
+          compare_torch: bool) -> TuneResult:
     """The job behind :func:`tune` (``run`` None: a new run) and :func:`resume`; ``store`` may be a URL.
 
     A time budget covers the whole job: tuning ends in time for the steps after it
     (:func:`~tunewise.timebudget.compile_estimate`).
     """
     start, phases = time.perf_counter(), {}
-    reporter = reporter or Reporter()
     budget = session.Budget(**settings["budget"])
     seed, level = settings["seed"], settings["level"]
     scheduler = schedulers.create_seeded(scheduler, seed)
@@ -183,6 +207,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
         loop = session.Session(model, scheduler, budget, measurer, store, run,
                                trials_per_slot=settings["trials_per_slot"], seed=seed, cost_model=cost_model_name,
                                share=settings.get("share", False), listeners=[reporter.slot],
+                               on_phase=reporter.slot_phase,
                                deadline=None if end is None else deadline)
         phases["extract"] = time.perf_counter() - start - phases["import"]
         reporter.phase(f"tuning as run {run} of {store.url}" + (f", resumed after {len(loop.trials)} trials"
