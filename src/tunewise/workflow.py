@@ -191,18 +191,17 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
         extract_start = time.perf_counter()
         model = tasks.extract(imported, tvm_target, level=level)
         build_seconds = time.perf_counter() - extract_start
-        if len(stored) == len(model.tasks):  # resuming: the default latencies the run was tuned against
-            model = model.with_default_latencies(s.default_latency for s in stored)
-        else:
+        if not stored:
             model = tasks.measure_defaults(model, measurer)
+        elif len(stored) == len(model.tasks):  # resuming: the default latencies the run was tuned against
+            model = model.with_default_latencies(s.default_latency for s in stored)
         if run is None:
             settings["output"] = output
             run = store.create_run(model.name, str(tvm_target), settings["scheduler"] or repr(scheduler), settings)
         end = None if budget.time_budget is None else start + budget.time_budget
 
         def deadline(snapshot) -> float:
-            return end - compile_estimate(build_seconds, model.untuned_latency(),
-                                                     snapshot.estimated_latency())
+            return end - compile_estimate(build_seconds, model.untuned_latency(), snapshot.estimated_latency())
 
         loop = session.Session(model, scheduler, budget, measurer, store, run,
                                trials_per_slot=settings["trials_per_slot"], seed=seed, cost_model=cost_model_name,
