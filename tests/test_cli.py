@@ -366,3 +366,36 @@ def test_a_file_named_pt2_that_is_no_exported_program_is_one_line(tmp_path):
         proc = _tunewise("tasks", str(tmp_path / name), "--no-measure")
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert "cannot read exported program" in proc.stderr and expected in proc.stderr
+
+
+def test_the_zoo_is_listed_where_tune_help_says(capsys):
+    from tunewise import zoo
+
+    with pytest.raises(SystemExit):
+        cli.main(["tune", "--help"])
+    assert "`tunewise tasks --list` lists them" in capsys.readouterr().out
+    assert cli.main(["tasks", "--list"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == zoo.names()
+
+
+def test_every_tasks_and_streams_option_has_help():
+    import argparse
+
+    sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command in ("tasks", "streams"):
+        assert all(action.help for action in sub.choices[command]._actions), command
+
+
+def test_streams_plans_an_exported_program_file(capsys, tmp_path):
+    import torch
+
+    from tunewise import runtime, zoo
+
+    model, inputs = zoo.get("inception-cells")
+    path = str(tmp_path / "cells.pt2")
+    torch.export.save(torch.export.export(model, inputs), path)
+    assert cli.main(["streams", path]) == 0
+    assert capsys.readouterr().out.strip() == runtime.plan_model(model, inputs).describe().strip()
+    (tmp_path / "m.onnx").write_bytes(b"")
+    assert "zoo name or a .pt2 file" in _one_line_error(capsys, ["streams", str(tmp_path / "m.onnx")])

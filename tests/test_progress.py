@@ -5,7 +5,7 @@ import io
 import pytest
 from rich.console import Console
 
-from tunewise.progress import LiveProgress, sparkline, time_left
+from tunewise.progress import NAME_WIDTH, LiveProgress, shorten, sparkline, time_left
 from tunewise.session import Budget, SlotEvent
 from tunewise.state import Snapshot, TaskView
 
@@ -16,9 +16,37 @@ def snapshot(elapsed: float, trials: list[int]) -> Snapshot:
 
 
 def test_sparkline():
-    assert sparkline([3.0, 2.0, 1.0, 1.0]) == "█▅▁▁"  # 7 steps from 1 to 3: 2 is 3.5 of them, rounded to 4
-    assert sparkline([2.0, 2.0]) == "▁▁" and sparkline([]) == "" and sparkline([float("inf")]) == ""
+    assert sparkline([3.0, 2.0, 1.0, 1.0]) == "█▅▁▁"  # log scale from 1 to 3: 2 is 4.4 of 7 steps
+    assert sparkline([2.0, 2.0]) == "██" and sparkline([]) == "" and sparkline([float("inf")]) == ""
     assert len(sparkline(range(100), width=10)) == 10
+
+
+def test_sparkline_is_scaled_to_the_untuned_latency():
+    assert sparkline([1.0, 0.992, 0.992], top=1.0) == "███"  # a 0.8 % gain is no cliff
+    assert sparkline([1.0, 0.5], top=1.0) == "█▁"  # a 2x gain spans the range
+    assert sparkline([0.5, 0.25], top=1.0) == "▅▁"  # half way down the log scale: 3.5 of 7 steps, to 4
+    assert sparkline([1.0, 0.25, 0.125], top=1.0) == "█▃▁"
+
+
+def test_long_task_names_keep_what_tells_them_apart():
+    a = "fused_conv2d_add_relu_nn_max_pool2d_layout_transform_add_relu_1"
+    b = "fused_conv2d_add_relu_nn_max_pool2d_layout_transform_add_relu_2"
+    assert len(shorten(a)) == NAME_WIDTH and shorten(a) != shorten(b)
+    assert shorten(a).startswith("fused_conv2d") and "…" in shorten(a) and shorten("short") == "short"
+
+
+def test_slot_in_flight_is_shown_on_a_terminal():
+    progress = LiveProgress(Console(file=io.StringIO(), force_terminal=True, width=200))
+    model = type("Model", (), {"tasks": (), "untuned_latency": lambda self: 2e-3})()
+    progress.tuning_started(model, Budget(max_trials=80))
+    try:
+        progress.slot_phase(snapshot(0.0, [0, 0]), 1, "search")
+        progress.slot_phase(snapshot(0.0, [0, 0]), 1, "build")
+        screen = Console(file=io.StringIO(), width=200)
+        screen.print(progress._render())
+        assert "slot 1 in flight: t1 | build 0s" in screen.file.getvalue()
+    finally:
+        progress.tuning_finished()
 
 
 @pytest.mark.parametrize("budget,expected", [
@@ -44,3 +72,27 @@ def test_printed_progress_line():
     progress.slot(SlotEvent(0, 0, 16, 0, 1e-3, 5e-4, 1.0, 0.5, 0.5, 0.0), snapshot(40.0, [20, 10, 10]))
     line = out.getvalue().splitlines()[-1]
     assert "elapsed 40s | trials 40/80" in line and "1.500 ms (1.3x) █▁" in line and "~40s left" in line
+
+
+def test_printed_lines_do_not_wrap_off_a_terminal():
+    out = io.StringIO()
+    progress = LiveProgress(Console(file=out))  # not a terminal: rich would wrap at 80 columns
+    model = type("Model", (), {"tasks": (), "untuned_latency": lambda self: 2e-3})()
+    progress.tuning_started(model, Budget(max_trials=80))
+    progress.slot(SlotEvent(0, 0, 16, 0, 1e-3, 5e-4, 1.0, 0.5, 0.5, 0.0), snapshot(40.0, [20, 10, 10]))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and len(lines[-1]) > 80 and lines[-1].startswith("  slot    0 t0")
+
+
+@pytest.mark.tvm
+def test_the_python_api_shows_the_live_progress_when_asked(capsys, tmp_path):
+    import tunewise
+    from tunewise import workflow
+
+    tunewise.tune("tiny-mlp", budget=Budget(max_trials=4), trials_per_slot=4, progress=True, compare_torch=False,
+                  store=f"sqlite:///{tmp_path}/tunewise.db", output=str(tmp_path / "out"))
+    shown = capsys.readouterr().err
+    assert "tuning 2 tasks" in shown and "  slot    0 fused_matmul" in shown
+    # by default only on a terminal or in a notebook: not under pytest's captured output
+    assert type(workflow._reporter(None, None)) is workflow.Reporter
+    assert isinstance(workflow._reporter(None, True), LiveProgress)

@@ -7,6 +7,7 @@ import pytest
 
 from tunewise import schedulers, session, stores
 from tunewise.errors import InputError
+from tunewise.schedulers._prior import heaviest_first
 
 pytestmark = pytest.mark.tvm
 
@@ -25,8 +26,10 @@ def test_budgets_are_respected(tuned):
     run, final, *_ = tuned
     assert final.trials == len(run.trials) == 20
     assert all(t.trials <= 12 for t in final.tasks)
-    assert [t.trials for t in final.tasks] == [12, 8]  # round robin, 6 a slot, task 0 capped at 12
-    assert final.tasks[0].finished and not final.tasks[1].finished
+    # round robin, 6 a slot, heaviest first: the heavier task is capped at 12
+    heavy = max(final.tasks, key=lambda t: (t.weight * t.default_latency, -t.index))
+    assert [t.trials for t in final.tasks] == [12 if t is heavy else 8 for t in final.tasks]
+    assert [t.finished for t in final.tasks] == [t is heavy for t in final.tasks]
 
 
 def test_every_trial_is_recorded_in_the_store_and_the_database(tuned, tiny_mlp):
@@ -113,7 +116,7 @@ def test_the_cost_model_learns_from_every_slot(tiny_mlp, measurer):
     run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=12), measurer,
                           store, new_run(store, tiny_mlp), trials_per_slot=3, cost_model=Recording())
     run.run()
-    names = [t.name for t in tiny_mlp.tasks]
+    names = [t.name for t in heaviest_first(run.snapshot().tasks)]  # round-robin's order
     assert [(name, n) for name, n, _ in updates] == [(names[0], 3), (names[1], 3)] * 2
     assert sum(valid for *_, valid in updates) == sum(t.error is None for t in run.trials)
 
@@ -123,3 +126,21 @@ def test_the_cost_model_learns_from_every_slot(tiny_mlp, measurer):
 def test_bad_budgets(kwargs):
     with pytest.raises(InputError):
         session.Budget(**kwargs)
+
+
+def test_the_first_trial_is_measured_soon_after_tuning_starts(tiny_mlp, measurer):
+    # the cost model has learnt nothing yet: the first slot samples the design space at random, where the
+    # evolutionary search would spend seconds ranking its population by the untrained model
+    import time
+
+    store, events = stores.create("sqlite://"), []
+    run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=8), measurer, store,
+                          new_run(store, tiny_mlp), trials_per_slot=4,
+                          listeners=[lambda event, _: events.append((event, time.perf_counter()))])
+    start = time.perf_counter()
+    run.run()
+    (first, first_at), (second, _) = events[:2]
+    assert first.trials == 4 and first.search_seconds < 1.0
+    assert first_at - start < 10.0
+    assert second.search_seconds > first.search_seconds  # the other task's first slot: the cost model has data
+

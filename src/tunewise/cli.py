@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-from tunewise import graph
+from tunewise import graph, schedulers
 from tunewise.errors import InputError, TunewiseError, message_line
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
@@ -64,16 +64,18 @@ def _parser() -> argparse.ArgumentParser:
 
     tune = sub.add_parser("tune", help="tune a model and save a compiled artifact")
     tune.add_argument("model", nargs="?",
-                      help="zoo name (see `tunewise tasks --help`), .onnx or .pt2 file (optional with --resume)")
+                      help="zoo name (`tunewise tasks --list` lists them), .onnx or .pt2 file (optional with --resume)")
     tune.add_argument("--resume", metavar="RUN",
                       help="continue run RUN of the store with its own settings; a budget option given replaces "
                            "that limit only (--trials counts the trials measured before) and is kept for the run")
     tune.add_argument("--target", help="'host' (default: this CPU with its mcpu), a JSON target, or a tag")
     tune.add_argument("--trials", help="total trials (default 200 unless --time-budget is given)")
-    tune.add_argument("--time-budget", help="wall-clock budget for tuning: 90s, 10m, 1h")
+    tune.add_argument("--time-budget", help="wall-clock budget for the whole command (import, extract, tune, "
+                      "compile): 90s, 10m, 1h")
     tune.add_argument("--per-task-trials", help="at most this many trials for any task")
     tune.add_argument("--patience", help="finish a task after this many trials without improvement")
-    tune.add_argument("--scheduler", help="task scheduler (default: gradient)")
+    tune.add_argument("--scheduler", help=f"task scheduler: {', '.join(schedulers.names())} "
+                      f"(default: {schedulers.DEFAULT})")
     tune.add_argument("--trials-per-slot", help="candidates per slot (default 16)")
     tune.add_argument("--evaluator", help="how candidates are timed: adaptive (AdaTune; default), fixed")
     tune.add_argument("--cost-model", help="what ranks candidates: xgb (default), rfei (AdaTune)")
@@ -114,14 +116,17 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--repeat", default="20", help="timed repeats; the median is reported")
 
     streams = sub.add_parser("streams", help="a model's multi-stream plan (Nimble): streams, syncs, concurrency")
-    streams.add_argument("model", help="zoo name")
+    streams.add_argument("model", help="zoo name (`tunewise tasks --list` lists them) or .pt2 file")
     streams.add_argument("--merge", action="store_true", help="merge chains into fewer streams")
 
-    tasks = sub.add_parser("tasks", help="list a model's tunable tasks")
-    tasks.add_argument("model")
-    tasks.add_argument("--target")
-    tasks.add_argument("--graph-level", default=graph.DEFAULT_LEVEL)
-    tasks.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...")
+    tasks = sub.add_parser("tasks", help="list a model's tunable tasks (or, with --list, the zoo's models)")
+    tasks.add_argument("model", nargs="?", help="zoo name, .onnx or .pt2 file")
+    tasks.add_argument("--list", action="store_true", help="list the zoo's model names and input shapes, and exit")
+    tasks.add_argument("--target", help="'host' (default: this CPU with its mcpu), a JSON target, or a tag")
+    tasks.add_argument("--graph-level", default=graph.DEFAULT_LEVEL,
+                       help=f"graph passes: {', '.join(graph.LEVELS)} (default {graph.DEFAULT_LEVEL})")
+    tasks.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
+                       help="shape of an ONNX input with dynamic dimensions")
     tasks.add_argument("--no-measure", action="store_true", help="skip measuring default latencies")
     return parser
 
@@ -168,7 +173,7 @@ def _cmd_tune(args) -> int:
         seed = _whole("--seed", args.seed or "0", minimum=0)
         result = workflow.tune(
             args.model, input_shapes=frontend.parse_input_shapes(args.input_shape), target=args.target,
-            scheduler=args.scheduler or "gradient", budget=_budget(args, 200),
+            scheduler=args.scheduler or schedulers.DEFAULT, budget=_budget(args, 200),
             trials_per_slot=_whole("--trials-per-slot", args.trials_per_slot or "16"), output=args.output,
             level=args.graph_level or graph.DEFAULT_LEVEL, seed=seed, reporter=LiveProgress(), store=args.store,
             evaluator=args.evaluator or runners.DEFAULT, cost_model=args.cost_model or "xgb", share=not args.no_share,
@@ -185,6 +190,8 @@ def _cmd_tune(args) -> int:
         print(f"PyTorch eager    {result.torch_latency * 1e3:.3f} ms ({relation})")
     print(f"outputs          match the reference (max relative error {result.max_error:.2e})")
     print(f"artifact         {result.artifact}")
+    split = ", ".join(f"{name} {seconds:.0f}s" for name, seconds in result.phase_seconds.items())
+    print(f"wall time        {sum(result.phase_seconds.values()):.0f}s: {split}")
     return 0
 
 
@@ -208,16 +215,29 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_streams(args) -> int:
-    from tunewise import runtime, zoo
+    from tunewise import frontend, runtime, zoo
 
-    model, inputs = zoo.get(args.model)
-    print(runtime.plan_model(model, inputs, merge=args.merge).describe())
+    if args.model in zoo.MODELS or not os.path.exists(args.model):
+        model, inputs = zoo.get(args.model)
+        plan = runtime.plan_model(model, inputs, merge=args.merge)
+    elif args.model.endswith(".pt2"):
+        plan = runtime.plan_exported(frontend.read_exported_program(args.model), merge=args.merge)
+    else:
+        raise InputError(f"streams plans PyTorch models: a zoo name or a .pt2 file, not {args.model}")
+    print(plan.describe())
     return 0
 
 
 def _cmd_tasks(args) -> int:
-    from tunewise import frontend, measure, tasks, tvm_env
+    from tunewise import frontend, measure, tasks, tvm_env, zoo
     from tunewise import target as targets
+
+    if args.list:
+        for name, entry in zoo.MODELS.items():
+            print(f"{name:16s} input {'x'.join(map(str, entry.input_shape))} ({entry.input_kind})")
+        return 0
+    if args.model is None:
+        raise InputError("name a model, or --list the zoo's models (see tunewise tasks --help)")
 
     target = targets.resolve(args.target)
     if not args.no_measure:

@@ -107,23 +107,30 @@ class _KeptErrors(logging.Handler):
             self.errors.append(record.exc_info[1])
 
 
-def from_exported_program_file(path: str, *, seed: int = 0) -> ImportedModel:
-    """Import a ``torch.export.save``d program; inputs are its saved example inputs or seeded random ones."""
+def read_exported_program(path: str):
+    """The ``torch.export.save``d program at ``path``; :class:`ModelImportError` when it cannot be read."""
     import torch
 
-    name = os.path.splitext(os.path.basename(path))[0]
     if not zipfile.is_zipfile(path):
         raise ModelImportError(f"cannot read exported program {path}: not a torch.export.save archive (a zip file)")
     logger, kept = logging.getLogger("torch.export"), _KeptErrors()  # a failed load logs its traceback
     handlers, propagate = logger.handlers, logger.propagate
     logger.handlers, logger.propagate = [kept], False
     try:
-        ep = torch.export.load(path)
+        return torch.export.load(path)
     except Exception as err:
         cause = kept.errors[0] if kept.errors else err
         raise ModelImportError(f"cannot read exported program {path}: {message_line(cause)}") from None
     finally:
         logger.handlers, logger.propagate = handlers, propagate
+
+
+def from_exported_program_file(path: str, *, seed: int = 0) -> ImportedModel:
+    """Import a ``torch.export.save``d program; inputs are its saved example inputs or seeded random ones."""
+    import torch
+
+    name = os.path.splitext(os.path.basename(path))[0]
+    ep = read_exported_program(path)
     _check_static(ep)
     saved = getattr(ep, "example_inputs", None)
     if saved and saved[0]:

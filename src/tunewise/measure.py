@@ -20,6 +20,7 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tunewise import interrupts, runners, tvm_env
@@ -47,6 +48,23 @@ def alloc_arguments(device, args_info, alloc_repeat: int) -> list:
             random_fill(tensor)
 
     return alloc_argument_common(fill, device, args_info, alloc_repeat)
+
+
+_COLD_ENOUGH = 0.01  # seconds: a call at least this long is timed without a warm-up call
+
+
+def time_once(rt_mod, device, evaluator_config, repeated_args) -> list[float]:
+    """A runner evaluator (runs in its worker) that times one call of the candidate: the first, cold call
+    when it lasts at least 10 ms (a warm-up call would double the time the slowest default schedules take to
+    measure, seconds each, for a difference far below 1 %), else one call after TVM's untimed warm-up call."""
+    device.sync()
+    start = time.perf_counter()
+    rt_mod[rt_mod.entry_name](*repeated_args[0])
+    device.sync()
+    seconds = time.perf_counter() - start
+    if seconds >= _COLD_ENOUGH:
+        return [seconds]
+    return list(rt_mod.time_evaluator(rt_mod.entry_name, device, number=1, repeat=1)(*repeated_args[0]).results)
 
 
 @dataclass(frozen=True)
@@ -150,10 +168,11 @@ class Measurer:
         except Exception as err:  # a TVM build error of this candidate
             return None, 0.0, BUILD_ERROR, message_line(err, last=True)
 
-    def _run(self, path: str, args_info, build_seconds: float, reference: float) -> Measurement:
+    def _run(self, path: str, args_info, build_seconds: float, reference: float, once: bool = False) -> Measurement:
         from tvm.s_tir.meta_schedule.runner import RunnerInput
 
-        self.runner.f_run_evaluator = self.evaluator.with_reference(reference)  # pickled with this candidate
+        # pickled with this candidate
+        self.runner.f_run_evaluator = time_once if once else self.evaluator.with_reference(reference)
         start = time.perf_counter()
         result = self.runner.run([RunnerInput(path, self._device, args_info)])[0].result()
         run_seconds = time.perf_counter() - start
@@ -164,7 +183,8 @@ class Measurer:
                                build_seconds, run_seconds)
         return Measurement(tuple(float(s) for s in result.run_secs), None, "", build_seconds, run_seconds)
 
-    def measure(self, batch, *, reference: float | None = None) -> list[Measurement]:
+    def measure(self, batch, *, reference: float | None = None, once: bool = False,
+                on_phase: Callable[[str], None] | None = None) -> list[Measurement]:
         """Build and measure ``batch``, a list of ``(mod, args_info)``; one :class:`Measurement` each, in order.
 
         ``reference`` says the batch holds candidates of one task whose best latency so far is ``reference``
@@ -172,15 +192,26 @@ class Measurer:
         is told it before each candidate (the adaptive one stops clearly slower candidates early). ``None``
         (candidates of different tasks, or default schedules) tells the evaluator no reference at all.
 
+        With ``once`` each candidate is timed by one call (:func:`time_once`), whatever the configuration says:
+        enough to rank default schedules and estimate the untuned model, whose slowest tasks would otherwise
+        run for seconds each.
+
+        ``on_phase`` is called with ``"build"`` before the builds and ``"measure"`` before the first run.
+
         A stop at once (:func:`tunewise.interrupts.raise_if_stopped`) ends the batch at its next candidate.
         """
+        if on_phase is not None:
+            on_phase("build")
         futures = [self.builder.submit(mod, self.target) for mod, _ in batch]
         results: list[Measurement | None] = [None] * len(batch)
         pending = []
 
         def run(i: int, path: str, seconds: float, args_info) -> None:
-            nonlocal reference
-            results[i] = self._run(path, args_info, seconds, math.inf if reference is None else reference)
+            nonlocal reference, on_phase
+            if on_phase is not None:
+                on_phase("measure")
+                on_phase = None
+            results[i] = self._run(path, args_info, seconds, math.inf if reference is None else reference, once)
             if reference is not None:
                 reference = min(reference, results[i].latency)
 

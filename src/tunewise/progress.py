@@ -1,5 +1,6 @@
-"""The live progress display of ``tunewise tune`` (rich): elapsed time, trials, the model-latency estimate with
-its history as a sparkline, the tuning time left under the budget, and the per-task table."""
+"""The live progress display of ``tunewise tune`` and :func:`tunewise.tune` (rich): elapsed time, trials, the
+model-latency estimate with its history as a sparkline, the tuning time left under the budget, the slot in
+flight (its task and phase) and the per-task table. Off a terminal it prints one unwrapped line per slot."""
 
 from __future__ import annotations
 
@@ -15,20 +16,33 @@ from rich.text import Text
 from tunewise.workflow import Reporter
 
 _BARS = "▁▂▃▄▅▆▇█"
+NAME_WIDTH = 48
 
 
 def _ms(seconds: float) -> str:
     return "-" if not math.isfinite(seconds) else f"{seconds * 1e3:.3f}"
 
 
-def sparkline(values, width: int = 24) -> str:
-    """``values`` (the last ``width`` of them) as a line of block characters, low to high."""
-    values = [v for v in values if math.isfinite(v)][-width:]
+def sparkline(values, width: int = 24, top: float | None = None) -> str:
+    """``values`` (positive; the last ``width`` of them) as a line of block characters on a log scale whose top
+    bar is ``top`` (default: the largest value) and whose bottom bar is the smallest value, or ``top / 2`` if
+    that is lower: a 1 % gain moves a bar by at most one step, a 2x or larger gain spans the whole range."""
+    values = [v for v in values if 0 < v < math.inf][-width:]
     if not values:
         return ""
-    low, high = min(values), max(values)
-    span = high - low
-    return "".join(_BARS[round((v - low) / span * (len(_BARS) - 1)) if span > 0 else 0] for v in values)
+    high = max(values) if top is None or not 0 < top < math.inf else max(top, max(values))
+    low = min(min(values), high / 2)
+    span = math.log(high / low)
+    return "".join(_BARS[round(math.log(v / low) / span * (len(_BARS) - 1))] for v in values)
+
+
+def shorten(name: str, width: int = NAME_WIDTH) -> str:
+    """``name`` cut to ``width`` characters in the middle (``…``), so that fused tasks that differ only in their
+    last operators can still be told apart."""
+    if len(name) <= width:
+        return name
+    head = (width - 1) // 2
+    return name[:head] + "…" + name[len(name) - (width - 1 - head):]
 
 
 def time_left(snapshot, budget) -> float | None:
@@ -65,9 +79,10 @@ class LiveProgress(Reporter):
         self._budget = None
         self._snapshot = None  # the latest, taken at self._at (perf_counter)
         self._at = 0.0
+        self._in_flight = None  # (task index, phase, perf_counter when the phase began)
 
     def phase(self, text: str) -> None:
-        self.console.print(f"[bold]tunewise[/bold] {time.perf_counter() - self._start:6.1f}s  {text}")
+        self.console.print(f"[bold]tunewise[/bold] {time.perf_counter() - self._start:6.1f}s  {text}", soft_wrap=True)
 
     def tuning_started(self, model, budget) -> None:
         self._model, self._budget = model, budget
@@ -84,16 +99,16 @@ class LiveProgress(Reporter):
         speedup = f" ({untuned / now:.1f}x)" if now > 0 and math.isfinite(untuned) else ""
         left = time_left(snapshot, b)
         eta = f" | ~{_duration(left)} left" if left is not None else ""
-        trend = sparkline([latency for _, latency in snapshot.history])
+        trend = sparkline([latency for _, latency in snapshot.history], top=untuned)
         return (f"elapsed {_duration(snapshot.elapsed)} | trials {trials} | "
                 f"model latency estimate {_ms(now)} ms{speedup} {trend}{eta}")
 
     def _table(self, snapshot) -> Table:
         table = Table(expand=False, pad_edge=False)
         for column in ("task", "weight", "default ms", "best ms", "GFLOPS", "trials", "failed", ""):
-            table.add_column(column, justify="left" if column == "task" else "right")
+            table.add_column(column, justify="left" if column == "task" else "right", no_wrap=True)
         for t in snapshot.tasks:
-            table.add_row(t.name[:40], str(t.weight), _ms(t.default_latency), _ms(t.best), f"{t.gflops:.1f}",
+            table.add_row(shorten(t.name), str(t.weight), _ms(t.default_latency), _ms(t.best), f"{t.gflops:.1f}",
                           str(t.trials), str(t.failures), "done" if t.finished else "")
         return table
 
@@ -101,16 +116,28 @@ class LiveProgress(Reporter):
         """The display now: the latest snapshot, its clock brought up to date (the run goes on between slots)."""
         if self._snapshot is None:
             return Text("")
-        snapshot = dataclasses.replace(self._snapshot,
-                                       elapsed=self._snapshot.elapsed + time.perf_counter() - self._at)
-        return Group(Text(self._header(snapshot)), self._table(snapshot))
+        now = time.perf_counter()
+        snapshot = dataclasses.replace(self._snapshot, elapsed=self._snapshot.elapsed + now - self._at)
+        lines = [Text(self._header(snapshot))]
+        if self._in_flight is not None:
+            task, phase, since = self._in_flight
+            lines.append(Text(f"slot {snapshot.slot} in flight: {shorten(snapshot.tasks[task].name)} | {phase} "
+                              f"{_duration(now - since)}"))
+        return Group(*lines, self._table(snapshot))
+
+    def slot_phase(self, snapshot, task: int, phase: str) -> None:
+        if self._snapshot is None:
+            self._snapshot, self._at = snapshot, time.perf_counter()
+        self._in_flight = (task, phase, time.perf_counter())
 
     def slot(self, event, snapshot) -> None:
         self._snapshot, self._at = snapshot, time.perf_counter()
+        self._in_flight = None
         if self._live is None:
             task = snapshot.tasks[event.task]
-            self.console.print(f"  slot {event.slot:4d} {task.name[:36]:36s} +{event.trials:3d} trials "
-                               f"best {_ms(task.best)} ms | {self._header(snapshot)}")
+            self.console.print(f"  slot {event.slot:4d} {shorten(task.name):{NAME_WIDTH}s} +{event.trials:3d} trials "
+                               f"best {_ms(task.best)} ms | {self._header(snapshot)}", soft_wrap=True, markup=False,
+                               highlight=False)
 
     def tuning_finished(self) -> None:
         if self._live is not None:

@@ -137,7 +137,10 @@ def replay(trace: Trace, scheduler: TaskScheduler, *, seed_index: int, trials_pe
            patience: int | None = None, decision_cost: float | None = None) -> Replay:
     """Simulate :meth:`tunewise.session.Session.run` on ``trace.runs[seed_index]`` with ``scheduler``.
 
-    The rules are the session's. Before every slot the run stops once ``max_trials`` trials are used or
+    The rules are the session's, but for one: under a time limit the session also shrinks or skips a slot that
+    the durations of earlier slots say would overrun it (:class:`tunewise.timebudget.SlotPace`), where the
+    replay runs it whole; the estimate at a budget is then the curve's last point at or before it (what
+    ``bench/short_budgets.py`` reads). Before every slot the run stops once ``max_trials`` trials are used or
     the clock reached ``time_budget`` (a slot is never cut short), or when no task is live or the scheduler
     returns ``None``. The scheduler sees a :class:`~tunewise.state.Snapshot` built as the session builds
     it; the chosen task gets ``min(trials_per_slot, trials left under max_trials, trials left under

@@ -8,8 +8,10 @@ loses at most the slot in flight). The searches read the store through
 :class:`~tunewise.stores.StoreDatabase`, so they seed from every record of their workload.
 
 Budgets (:class:`Budget`) end the run: total trials, wall-clock time, trials per task, and per-task patience
-(a task is finished after that many trials without improvement). A task is also finished when its search
-space is exhausted. Failed candidates count against the budgets and are reported separately.
+(a task is finished after that many trials without improvement). Under a time limit (the budget's, or a
+``deadline``) a slot is started only with the trials it has time for, as the durations of the slots before it
+predict (:class:`tunewise.timebudget.SlotPace`); when not one fits, the run ends. A task is also finished
+when its search space is exhausted. Failed candidates count against the budgets and are reported separately.
 
 Tasks that share their main computation (the same convolution with different fused epilogues) share
 schedules (:mod:`tunewise.sharing`): before a task's slot is searched, the best records of its group-mates
@@ -36,7 +38,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tunewise import cost_models, interrupts, sharing, stores
+from tunewise import cost_models, interrupts, sharing, stores, timebudget
 from tunewise import target as targets
 from tunewise.errors import InputError, RunBusyError
 from tunewise.state import Snapshot, TaskView
@@ -104,6 +106,12 @@ class _TaskSearch:
     22 tasks); MetaSchedule's XGBoost model retrains only once its data has grown by a fifth, so this costs
     little.
 
+    While the run's cost model has learnt nothing (no trial measured yet), a slot's candidates are drawn at
+    random from the design space instead (MetaSchedule's ``replay-trace``, :meth:`sample`): the evolutionary
+    search would rank its population by the untrained model, to the same effect, and its first batch takes
+    12-20 s even for a small convolution on a 2-core machine, against 0.3 s. The evolutionary search then starts
+    on the task's next slot, seeded by what was measured.
+
     The search remembers what it proposed in this process only (its seeds from the database are proposed
     again), so candidates whose scheduled module is in ``seen`` (structural hashes, those measured by
     earlier sessions of the run included) are dropped; ``duplicates`` counts them.
@@ -116,6 +124,7 @@ class _TaskSearch:
         self.args_info = args_info(mod)
         self.seed, self.num_threads, self.batch = seed, num_threads, batch
         self.context = None
+        self._told = None  # the context that proposed the slot's candidates: it is told their results
         self.seen: set[str] = set()
         self.duplicates = 0
         self.earlier: list[StoredTrial] = []  # this task's trials from earlier sessions of the run
@@ -137,10 +146,17 @@ class _TaskSearch:
                               [_runner_result(t) for t in self.earlier])
             self.earlier = []
 
-    def propose(self, n: int, database, cost_model, max_trials: int) -> list[tuple[object, str]]:
-        """Up to ``n`` ``(candidate, hash)`` never measured in the run; none when the space is exhausted."""
+    def propose(self, n: int, database, cost_model, max_trials: int, *, untrained: bool = False
+                ) -> list[tuple[object, str]]:
+        """Up to ``n`` ``(candidate, hash)`` never measured in the run; none when the space is exhausted. With
+        ``untrained`` (the cost model has learnt nothing) a task whose search has not started samples them."""
+        if untrained and self.context is None:
+            sampled = self.sample(n, database, cost_model)
+            if sampled:
+                return sampled
         if self.context is None:
             self._prepare(database, cost_model, max_trials)
+        self._told = self.context
         while not self._queue:
             batch = self.context.generate_measure_candidates()
             if batch is None:
@@ -149,13 +165,35 @@ class _TaskSearch:
         taken, self._queue = self._queue[:n], self._queue[n:]
         return taken
 
+    def searches(self, n: int, *, untrained: bool) -> bool:
+        """Whether proposing ``n`` candidates runs the evolutionary search (it has not started, or its queue is
+        short of them), rather than sampling or taking queued candidates."""
+        return not (untrained and self.context is None) and len(self._queue) < n
+
+    def sample(self, n: int, database, cost_model) -> list[tuple[object, str]]:
+        """Up to ``n`` ``(candidate, hash)`` drawn at random from the task's design space, never measured in the
+        run."""
+        from tvm.s_tir import meta_schedule as ms
+
+        context = ms.TuneContext(
+            self.mod, target=self.target, space_generator="post-order-apply", search_strategy="replay-trace",
+            task_name=self.name, rand_state=self.seed, num_threads=self.num_threads,
+            logger=ms.logging.get_logger("tunewise.search"),
+        ).clone()
+        context.pre_tuning(n, n, context.generate_design_space(), database, cost_model)
+        self._told = context
+        return self._unseen(context.generate_measure_candidates() or [])
+
     def adopt(self, schedules, database, cost_model, max_trials: int) -> list[tuple[object, str]]:
         """``(candidate, hash)`` for each schedule of this task made elsewhere (transferred from a group-mate)
         that the run has not measured."""
         from tvm.s_tir import meta_schedule as ms
 
+        if not schedules:
+            return []
         if self.context is None:  # its cost model and search state are told the results
             self._prepare(database, cost_model, max_trials)
+        self._told = self.context
         return self._unseen([ms.MeasureCandidate(sch, self.args_info) for sch in schedules])
 
     def _unseen(self, candidates) -> list[tuple[object, str]]:
@@ -172,8 +210,8 @@ class _TaskSearch:
         return fresh
 
     def notify(self, candidates, results, cost_model) -> None:
-        self.context.notify_runner_results(candidates, results)
-        cost_model.update(self.context, candidates, results)
+        self._told.notify_runner_results(candidates, results)
+        cost_model.update(self._told, candidates, results)
 
 
 def _runner_result(trial: StoredTrial):
@@ -190,12 +228,18 @@ class Session:
     the model's tasks are added to the run, or, when the run has some, checked against them and the run is
     resumed from what the store holds. ``database`` is the MetaSchedule view of the store the searches use
     (for compiling with the results). ``listeners`` are called as ``listener(event, snapshot)`` after every
-    slot. ``owner`` names the process that owns the run (:class:`tunewise.lease.Lease`).
+    slot. ``owner`` names the process that owns the run (:class:`tunewise.lease.Lease`). ``deadline``, when
+    given, maps a snapshot of the run to the ``time.perf_counter()`` instant by which tuning must end (a whole
+    command's budget, less what is left to do after tuning). ``on_phase`` is called as
+    ``on_phase(snapshot, task, phase)`` when the slot in flight enters a phase: ``search``, ``build``,
+    ``measure``.
     """
 
     def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int, *, trials_per_slot: int = 16,
                  search_batch: int = 64, cost_model=None, seed: int = 0, share: bool = True,
-                 listeners: list[Callable[[SlotEvent, Snapshot], None]] | None = None, owner: str | None = None):
+                 listeners: list[Callable[[SlotEvent, Snapshot], None]] | None = None, owner: str | None = None,
+                 deadline: Callable[[Snapshot], float] | None = None,
+                 on_phase: Callable[[Snapshot, int, str], None] | None = None):
         from tvm.s_tir import meta_schedule as ms
 
         if trials_per_slot <= 0:
@@ -213,6 +257,9 @@ class Session:
         self.cost_model = cost_models.create(cost_model or "xgb", **({} if isinstance(cost_model, ms.CostModel)
                                              else {"seed": seed, "num_tuning_cores": num_threads}))
         self.listeners = list(listeners or [])
+        self.deadline = deadline
+        self.on_phase = on_phase
+        self.pace = timebudget.SlotPace()
         self.trials: list[StoredTrial] = []
         self.decision_seconds = 0.0
         self._progress = [_TaskProgress() for _ in model.tasks]
@@ -251,8 +298,14 @@ class Session:
 
     def _out_of_budget(self) -> bool:
         b = self.budget
-        return ((b.max_trials is not None and len(self.trials) >= b.max_trials)
-                or (b.time_budget is not None and self.elapsed >= b.time_budget))
+        return (b.max_trials is not None and len(self.trials) >= b.max_trials) or self._seconds_left() <= 0
+
+    def _seconds_left(self) -> float:
+        """Tuning time left under the time budget and the deadline (``inf`` when neither is set)."""
+        left = math.inf if self.budget.time_budget is None else self.budget.time_budget - self.elapsed
+        if self.deadline is not None:
+            left = min(left, self.deadline(self.snapshot()) - time.perf_counter())
+        return left
 
     def _slot_size(self, progress: _TaskProgress) -> int:
         n = self.trials_per_slot
@@ -320,7 +373,12 @@ class Session:
                     break
                 if snapshot.tasks[choice].finished:
                     raise RuntimeError(f"scheduler {self.scheduler!r} chose finished task {choice}")
-                self._run_slot(choice, decision)
+                n = self._slot_size(self._progress[choice])
+                searching = self._searches[choice].searches(n, untrained=not self.trials)
+                fits = self.pace.trials_that_fit(self._seconds_left(), n, searching=searching)
+                if n > 0 and fits == 0:
+                    break  # not one more trial has time to finish
+                self._run_slot(choice, decision, fits, searching)
         except RunBusyError:
             raise
         except BaseException as err:
@@ -331,13 +389,20 @@ class Session:
         self.store.set_status(self.run_id, stores.TUNED)
         return self.snapshot()
 
-    def _run_slot(self, k: int, decision_seconds: float) -> None:
+    def _run_slot(self, k: int, decision_seconds: float, n: int, searching: bool) -> None:
         progress, search = self._progress[k], self._searches[k]
-        n = self._slot_size(progress)
+        before = self.snapshot()
+
+        def on_phase(phase: str) -> None:
+            if self.on_phase is not None:
+                self.on_phase(before, k, phase)
+
+        on_phase("search")
         slot_start = time.perf_counter()
         max_trials = self.budget.per_task_trials or self.budget.max_trials or 1_000_000
         shared = search.adopt(self._transfers(k, n), self.database, self.cost_model, max_trials) if n > 0 else []
-        proposed = shared or (search.propose(n, self.database, self.cost_model, max_trials) if n > 0 else [])
+        proposed = shared or (search.propose(n, self.database, self.cost_model, max_trials, untrained=not self.trials)
+                              if n > 0 else [])
         search_seconds = time.perf_counter() - slot_start
         best_before = progress.best
         if not proposed:
@@ -348,7 +413,8 @@ class Session:
             return
         candidates = [c for c, _ in proposed]
         measure_start = time.perf_counter()
-        measurements = self.measurer.measure([(c.sch.mod, c.args_info) for c in candidates], reference=best_before)
+        measurements = self.measurer.measure([(c.sch.mod, c.args_info) for c in candidates], reference=best_before,
+                                             on_phase=on_phase)
         measure_seconds = time.perf_counter() - measure_start
         if any(m.error for m in measurements):
             interrupts.raise_if_stopped()
@@ -368,6 +434,8 @@ class Session:
         event = SlotEvent(self._slot, k, len(trials), sum(t.error is not None for t in trials), best_before,
                           progress.best, time.perf_counter() - slot_start, search_seconds, measure_seconds,
                           decision_seconds, len(shared))
+        self.pace.record(searching=searching, trials=len(trials), measure_seconds=measure_seconds,
+                         fixed=decision_seconds + event.seconds - measure_seconds)
         self._slot += 1
         for listener in self.listeners:
             listener(event, self.snapshot())

@@ -82,8 +82,8 @@ def args_info(mod):
 def extract(imported, target, *, level: str = graph.DEFAULT_LEVEL, measurer=None) -> ExtractedModel:
     """Optimise ``imported`` (a :class:`tunewise.frontend.ImportedModel`) at ``level`` and extract its tasks.
 
-    With a ``measurer`` (:class:`tunewise.measure.Measurer`) each task's default latency is measured once;
-    without one it is left at ``inf``.
+    With a ``measurer`` (:class:`tunewise.measure.Measurer`) the default latencies are measured
+    (:func:`measure_defaults`); without one they are left at ``inf``.
     """
     from tvm.s_tir import meta_schedule as ms
     from tvm_ffi import structural_hash
@@ -92,13 +92,15 @@ def extract(imported, target, *, level: str = graph.DEFAULT_LEVEL, measurer=None
     extracted = [t for t in ms.relax_integration.extract_tasks(graph.lower(mod, target), target)
                  if not t.dispatched[0].attrs or not t.dispatched[0].attrs.get("tirx.is_scheduled", False)]
     task_mods = tuple(t.dispatched[0] for t in extracted)
-    if measurer is not None:
-        results = measurer.measure([(m, args_info(m)) for m in task_mods])
-        latencies = [r.latency for r in results]
-    else:
-        latencies = [math.inf] * len(task_mods)
-    tasks = tuple(
-        Task(t.task_name, f"{structural_hash(m) & (2**64 - 1):016x}", int(t.weight), _flops(m), lat)
-        for t, m, lat in zip(extracted, task_mods, latencies, strict=True)
-    )
-    return ExtractedModel(imported.name, mod, target, tasks, task_mods, imported.inputs, imported.reference_outputs)
+    tasks = tuple(Task(t.task_name, f"{structural_hash(m) & (2**64 - 1):016x}", int(t.weight), _flops(m), math.inf)
+                  for t, m in zip(extracted, task_mods, strict=True))
+    model = ExtractedModel(imported.name, mod, target, tasks, task_mods, imported.inputs, imported.reference_outputs)
+    return model if measurer is None else measure_defaults(model, measurer)
+
+
+def measure_defaults(model: ExtractedModel, measurer) -> ExtractedModel:
+    """``model`` with every task's default latency measured in one batch by ``measurer``: the builds in
+    parallel, then each task timed by a single call (:meth:`tunewise.measure.Measurer.measure` with ``once``),
+    enough to rank the tasks and estimate the untuned model; ``inf`` where the default schedule failed."""
+    results = measurer.measure([(m, args_info(m)) for m in model.task_mods], once=True)
+    return model.with_default_latencies(r.latency for r in results)

@@ -24,6 +24,7 @@ from tunewise.destinations import check_folder
 from tunewise.errors import InputError, StoreError
 from tunewise.interrupts import Interrupted, raise_if_stopped
 from tunewise.lease import Lease
+from tunewise.timebudget import compile_estimate
 
 
 class Reporter:
@@ -34,6 +35,10 @@ class Reporter:
 
     def tuning_started(self, model: tasks.ExtractedModel, budget: session.Budget) -> None:
         """Tasks are extracted and measured; slots follow."""
+
+    def slot_phase(self, snapshot, task: int, phase: str) -> None:
+        """The slot in flight, of task ``task``, entered ``phase`` (``search``, ``build``, ``measure``);
+        ``snapshot`` is the run before it."""
 
     def slot(self, event: session.SlotEvent, snapshot) -> None:
         """One slot was measured and recorded."""
@@ -61,6 +66,7 @@ class TuneResult:
     shared: int = 0  # trials that were schedules transferred between tasks of one anchor (tunewise.sharing)
     history: tuple[tuple[float, float], ...] = field(default=())
     run: int | None = None  # the run's id in the store
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # wall time of import, extract, tune, compile
 
 
 def torch_latency(model, example_inputs, *, repeat: int = 30) -> float:
@@ -78,12 +84,15 @@ def torch_latency(model, example_inputs, *, repeat: int = 30) -> float:
     return statistics.median(samples)
 
 
-def tune(source, *, example_inputs=None, input_shapes=None, target=None, scheduler="gradient",
+def tune(source, *, example_inputs=None, input_shapes=None, target=None, scheduler=schedulers.DEFAULT,
          budget: session.Budget | None = None, trials_per_slot: int = 16, output: str | None = None,
          level: str = graph.DEFAULT_LEVEL, seed: int = 0, measure_config: measure.MeasureConfig | None = None,
          reporter: Reporter | None = None, compare_torch: bool = True, store=None, evaluator: str = runners.DEFAULT,
-         cost_model: str = "xgb", share: bool = True) -> TuneResult:
+         cost_model: str = "xgb", share: bool = True, progress: bool | None = None) -> TuneResult:
     """Tune ``source`` (zoo name, ``.onnx``/``.pt2`` path, or ``nn.Module`` with ``example_inputs``).
+
+    ``progress`` shows the run as ``tunewise tune`` does (:class:`tunewise.progress.LiveProgress`); by default
+    it is on when standard output is a terminal or a notebook. A ``reporter`` given replaces it.
 
     ``evaluator`` (:func:`tunewise.runners.create`) times the candidates and ``cost_model``
     (:func:`tunewise.cost_models.create`) ranks them for the search. With ``share``, tasks with the same
@@ -105,12 +114,28 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
                 "output": os.path.abspath(output) if output else None,
                 "measure": dataclasses.asdict(measure_config or measure.MeasureConfig())}
     with _ownership() as owned:
-        return _tune(source, store, None, settings, scheduler, target, example_inputs, reporter, compare_torch, owned)
+        return _tune(source, store, None, settings, scheduler, target, example_inputs, _reporter(reporter, progress),
+                     compare_torch, owned)
+
+
+def _reporter(reporter: Reporter | None, progress: bool | None) -> Reporter:
+    """``reporter``, else the live display when ``progress`` (``None``: stdout is a terminal or a notebook),
+    else a quiet one."""
+    if reporter is not None:
+        return reporter
+    from rich.console import Console
+
+    from tunewise.progress import LiveProgress
+
+    if progress is None:
+        console = Console()
+        progress = console.is_terminal or console.is_jupyter
+    return LiveProgress() if progress else Reporter()
 
 
 def resume(run: int, *, store=None, budget: session.Budget | Mapping | None = None, source=None,
            example_inputs=None, scheduler=None, reporter: Reporter | None = None,
-           compare_torch: bool = True, output: str | None = None) -> TuneResult:
+           compare_torch: bool = True, output: str | None = None, progress: bool | None = None) -> TuneResult:
     """Continue run ``run`` of ``store`` where it stopped (killed, interrupted, failed, or finished and given
     a larger ``budget``), with the settings it was started with: what it measured is kept and counts against
     the budget, and no candidate is measured twice. ``source`` and ``scheduler`` are needed only when the
@@ -118,7 +143,7 @@ def resume(run: int, *, store=None, budget: session.Budget | Mapping | None = No
 
     ``budget`` (a :class:`~tunewise.session.Budget`, or a mapping of some of its fields) replaces the limits
     it sets and keeps the run's other limits; the budget so made is stored in the run's settings. ``output``
-    replaces the run's artifact folder, in the store too.
+    replaces the run's artifact folder, in the store too. ``progress`` is :func:`tune`'s.
     Raises :class:`~tunewise.errors.RunBusyError` when another live process owns the run.
     """
     store = stores.create(store, must_exist=True)
@@ -138,8 +163,8 @@ def resume(run: int, *, store=None, budget: session.Budget | Mapping | None = No
         owned.claim(store, run)
         if settings != spec.settings:
             store.update_settings(run, settings)
-        return _tune(source, store, run, settings, scheduler, spec.target, example_inputs, reporter, compare_torch,
-                     owned)
+        return _tune(source, store, run, settings, scheduler, spec.target, example_inputs,
+                     _reporter(reporter, progress), compare_torch, owned)
 
 
 def _replaced_limits(limits: Mapping, budget: session.Budget | Mapping) -> dict:
@@ -180,11 +205,15 @@ def _ownership():
             raise stop.of_run(owned.run, owned.store.url) from None
 
 
-def _tune(source, store, run: int | None, settings: dict, scheduler, target, example_inputs,
-          reporter: Reporter | None, compare_torch: bool, owned: Lease) -> TuneResult:
+def _tune(source, store, run: int | None, settings: dict, scheduler, target, example_inputs, reporter: Reporter,
+          compare_torch: bool, owned: Lease) -> TuneResult:
     """The job behind :func:`tune` (``run`` None: a new run) and :func:`resume`; ``store`` may be a URL.
-    ``owned`` holds the run (a new run: from its creation)."""
-    reporter = reporter or Reporter()
+    ``owned`` holds the run (a new run: from its creation).
+
+    A time budget covers the whole job: tuning ends in time for the steps after it
+    (:func:`~tunewise.timebudget.compile_estimate`).
+    """
+    start, phases = time.perf_counter(), {}
     budget = session.Budget(**settings["budget"])
     seed, level = settings["seed"], settings["level"]
     scheduler = schedulers.create_seeded(scheduler, seed)
@@ -212,14 +241,19 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
     elif compare_torch and source in zoo.MODELS:
         eager = torch_latency(*zoo.get(source, seed=seed))
     output = settings["output"] or os.path.abspath(os.path.join("tunewise-out", imported.name))
+    phases["import"] = time.perf_counter() - start
 
     raise_if_stopped()
     measurer = measure.Measurer(tvm_target, measure.MeasureConfig(**settings["measure"]), evaluator=evaluator)
     try:
         stored = store.get_tasks(run) if run is not None else []
         reporter.phase("extracting tasks" + ("" if stored else " and measuring their default latency"))
-        model = tasks.extract(imported, tvm_target, level=level, measurer=None if stored else measurer)
-        if len(stored) == len(model.tasks):  # resuming: the default latencies the run was tuned against
+        extract_start = time.perf_counter()
+        model = tasks.extract(imported, tvm_target, level=level)
+        build_seconds = time.perf_counter() - extract_start
+        if not stored:
+            model = tasks.measure_defaults(model, measurer)
+        elif len(stored) == len(model.tasks):  # resuming: the default latencies the run was tuned against
             model = model.with_default_latencies(s.default_latency for s in stored)
         raise_if_stopped()
         if run is None:
@@ -227,13 +261,25 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
             run = store.create_run(model.name, str(tvm_target), settings["scheduler"] or repr(scheduler), settings,
                                    owner=owned.owner)
             owned.hold(store, run)
+        end = None if budget.time_budget is None else start + budget.time_budget
+
+        def deadline(snapshot) -> float:
+            return end - compile_estimate(build_seconds, model.untuned_latency(), snapshot.estimated_latency())
+
         loop = session.Session(model, scheduler, budget, measurer, store, run,
                                trials_per_slot=settings["trials_per_slot"], seed=seed, cost_model=cost_model_name,
-                               share=settings.get("share", False), listeners=[reporter.slot], owner=owned.owner)
+                               share=settings.get("share", False), listeners=[reporter.slot], owner=owned.owner,
+                               on_phase=reporter.slot_phase,
+                               deadline=None if end is None else deadline)
+        phases["extract"] = time.perf_counter() - start - phases["import"]
         reporter.phase(f"tuning as run {run} of {stores.display_url(store.url)}"
                        + (f", resumed after {len(loop.trials)} trials" if loop.trials else ""))
-        reporter.tuning_started(model, budget)
+        left = None if end is None else deadline(loop.snapshot()) - time.perf_counter()
+        reporter.tuning_started(model, budget if left is None or left <= 0 else dataclasses.replace(
+            budget, time_budget=min(budget.time_budget, loop.elapsed + left)))
+        tune_start = time.perf_counter()
         final = loop.run()
+        phases["tune"] = time.perf_counter() - tune_start
         reporter.tuning_finished()
     finally:
         measurer.close()
@@ -259,6 +305,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
     with open(os.path.join(output, compiler.METADATA)) as f:
         store.add_artifact(run, output, json.load(f))
     store.set_status(run, stores.FINISHED)
+    phases["compile"] = time.perf_counter() - start - sum(phases.values())
     return TuneResult(output, model.name, len(model.tasks), final.trials, failures, final.elapsed,
                       loop.decision_seconds, untuned_latency, tuned_latency, final.estimated_latency(),
-                      max_error, eager, loop.shared, tuple(loop.history), run)
+                      max_error, eager, loop.shared, tuple(loop.history), run, phases)

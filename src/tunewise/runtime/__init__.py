@@ -6,7 +6,7 @@ streams into CUDA graphs. Importing this package needs no GPU.
 """
 
 from tunewise.runtime.engine import AotEngine, EagerEngine, StreamedModule, aot, aot_training
-from tunewise.runtime.graph import export_program, operator_dag, plan_model
+from tunewise.runtime.graph import export_program, operator_dag, plan_exported, plan_model
 from tunewise.runtime.streams import StreamPlan, Sync, dag_width, plan_streams
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "dag_width",
     "export_program",
     "operator_dag",
+    "plan_exported",
     "plan_model",
     "plan_streams",
 ]

@@ -84,4 +84,10 @@ def plan_model(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor],
     >>> plan_model(model, inputs).streams
     (('linear', 'relu', 'linear_1'),)
     """
-    return plan_streams(operator_dag(export_program(model.eval(), example_inputs).graph), merge=merge)
+    return plan_exported(export_program(model.eval(), example_inputs), merge=merge)
+
+
+def plan_exported(program: torch.export.ExportedProgram, merge: bool = False) -> StreamPlan:
+    """The stream plan of an exported program (e.g. one ``torch.export.load`` read), lowered to functional ATen
+    as :func:`export_program` lowers a model."""
+    return plan_streams(operator_dag(program.run_decompositions({}).graph), merge=merge)

@@ -1,6 +1,9 @@
 """Task schedulers: which task gets the next tuning slot.
 
 Every scheduler follows the contract of :class:`TaskScheduler`; :func:`create` builds one from its name.
+:data:`DEFAULT` is the one with the lowest replayed model-latency estimate after 180 s and after 600 s of
+tuning on the recorded ResNet-18, MobileNetV2 and Transformer traces (``bench/short_budgets.py``,
+``bench/results/short-budgets.json``).
 
 >>> scheduler = create("gradient", seed=0)
 >>> create(scheduler) is scheduler
@@ -19,6 +22,7 @@ from tunewise.schedulers._round_robin import RoundRobin
 from tunewise.schedulers._sequential import Sequential
 
 __all__ = [
+    "DEFAULT",
     "DynaTune",
     "DynaTuneEpsilonGreedy",
     "DynaTuneSoftmax",
@@ -32,6 +36,8 @@ __all__ = [
     "create_seeded",
     "names",
 ]
+
+DEFAULT = "dynatune"
 
 _REGISTRY: dict[str, type[TaskScheduler]] = {
     "sequential": Sequential,

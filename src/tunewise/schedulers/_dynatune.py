@@ -7,7 +7,8 @@ and differ in how they choose from the rewards (UCB, epsilon-greedy, softmax).
 - Warm-up: as in the paper (and UCB1, which plays every arm once first), every task gets a slot before
   any task gets a second, but not in declaration order: the untried tasks go in the order of a prior
   (:meth:`prior_reduction`): the fraction of the model latency each one holds untuned,
-  ``weight * default_latency``, times the fraction of their untuned latency that the tuned tasks have
+  ``weight * default_latency`` (:mod:`tunewise.schedulers._prior`, which every scheduler's first pass
+  follows), times the fraction of their untuned latency that the tuned tasks have
   shed so far (the median; all of it before any task is tuned). So the heaviest tasks go first, where the
   paper's order spends the first slots of a Transformer on a dozen reshapes worth microseconds
   (``bench/replay.py``), and every task is tried: without a warm-up (the prior competing with the beliefs
@@ -43,6 +44,7 @@ import numpy as np
 
 from tunewise.belief import CurveModel, expected_improvement
 from tunewise.schedulers._base import TaskScheduler
+from tunewise.schedulers._prior import heaviest_first, untuned_share
 from tunewise.state import Snapshot, TaskView
 
 
@@ -81,9 +83,9 @@ class _DynaTune(TaskScheduler):
         live = snapshot.live
         if not live:
             return None
-        prior = self.prior_reduction(snapshot)
-        if prior:  # warm-up: the untried task with the largest prior (the earliest declared on a tie)
-            return max(prior, key=lambda index: (prior[index], -index))
+        untried = [t for t in live if t.slots == 0]
+        if untried:  # warm-up: the untried task with the largest prior, which orders them heaviest first
+            return heaviest_first(untried)[0].index
         reduction = self.expected_reduction(snapshot)
         return live[self._choose(snapshot, live, np.array([reduction.get(t.index, 0.0) for t in live]))].index
 
@@ -106,9 +108,7 @@ class _DynaTune(TaskScheduler):
         shed = [1.0 - t.current_latency / t.default_latency for t in snapshot.tasks
                 if t.gflops > 0 and 0 < t.default_latency < math.inf]
         fraction = float(np.clip(np.median(shed), 0.0, 1.0)) if shed else 1.0
-        total = snapshot.estimated_latency()
-        return {t.index: (t.weight * t.default_latency * fraction / total if math.isfinite(t.default_latency)
-                          and total > 0 else 1.0)
+        return {t.index: untuned_share(t, snapshot) * (fraction if math.isfinite(t.default_latency) else 1.0)
                 for t in snapshot.live if t.slots == 0}
 
     def expected_reduction(self, snapshot: Snapshot) -> dict[int, float]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from tunewise.schedulers._base import TaskScheduler
+from tunewise.schedulers._prior import heaviest_first
 from tunewise.state import Snapshot
 
 
 class Flops(TaskScheduler):
-    """Give the slot to the live task with the smallest ``trials / (flops * weight)``, ties to the earliest.
+    """Give the slot to the live task with the smallest ``trials / (flops * weight)``, ties to the heaviest
+    (:func:`~tunewise.schedulers._prior.heaviest_first`), so the untried tasks go first, heaviest first.
 
     ``flops * weight`` is the task's share of the model's FLOPs, so over many slots each task's trials grow
     in proportion to it, until it finishes: the "linear in FLOPs" static scheme of DynaTune (Wang et al.,
@@ -24,4 +26,8 @@ class Flops(TaskScheduler):
         live = snapshot.live
         if not live:
             return None
-        return min(live, key=lambda t: t.trials / (max(t.flops, 1.0) * max(t.weight, 1))).index
+        def share(t) -> float:
+            return t.trials / (max(t.flops, 1.0) * max(t.weight, 1))
+
+        lowest = min(share(t) for t in live)
+        return heaviest_first(t for t in live if share(t) == lowest)[0].index

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tunewise.schedulers._base import TaskScheduler
+from tunewise.schedulers._prior import heaviest_first
 from tunewise.state import Snapshot, TaskView
 
 
@@ -12,7 +13,8 @@ class Gradient(TaskScheduler):
     """TVM MetaSchedule's ``GradientBased`` scheduler, itself a simplification of Ansor's (Zheng et al., OSDI
     2020), the baseline tunewise's own schedulers are measured against.
 
-    First every live task that has not had a slot gets one, in declaration order (the round-robin pass).
+    First every live task that has not had a slot gets one, heaviest first
+    (:func:`~tunewise.schedulers._prior.heaviest_first`; TVM goes in declaration order).
     Then each live task, with ``n`` slots and best-latency history ``best`` (one entry per slot), scores
 
     - ``g1 = (best[n-1-window] - best[n-1]) / window`` (``0`` while ``n < window + 1``): recent progress,
@@ -58,9 +60,9 @@ class Gradient(TaskScheduler):
         live = snapshot.live
         if not live:
             return None
-        for task in live:
-            if task.slots == 0:
-                return task.index
+        untried = [t for t in live if t.slots == 0]
+        if untried:
+            return heaviest_first(untried)[0].index
         scores = [self.score(t) for t in live]
         if max(scores) == min(scores):
             return live[int(self._rng.integers(len(live)))].index

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from tunewise.schedulers._base import TaskScheduler
+from tunewise.schedulers._prior import heaviest_first
 from tunewise.state import Snapshot
 
 
 class RoundRobin(TaskScheduler):
-    """Give the slot to the live task that has had the fewest slots, ties to the earliest declared.
+    """Give the slot to the live task that has had the fewest slots, ties to the heaviest
+    (:func:`~tunewise.schedulers._prior.heaviest_first`).
 
-    From a fresh start this is exactly the cycle ``0, 1, ..., n-1, 0, 1, ...``, skipping finished tasks (the
-    "DA + RR" scheme of DynaTune, Wang et al., ICLR 2021). It is stateless: the counts come from the snapshot,
-    so a resumed run, or one that switched scheduler, first evens the counts out, then cycles.
+    From a fresh start this is a fixed cycle over the tasks, heaviest first, skipping finished tasks (the
+    "DA + RR" scheme of DynaTune, Wang et al., ICLR 2021, which cycles in declaration order). It is
+    stateless: the counts come from the snapshot, so a resumed run, or one that switched scheduler, first
+    evens the counts out, then cycles.
 
     >>> from tunewise.state import Snapshot, TaskView
     >>> tasks = (TaskView(0, "a", 1, 1e6, 1e-3, best_history=(1e-3,)), TaskView(1, "b", 1, 1e6, 1e-3))
@@ -21,4 +24,5 @@ class RoundRobin(TaskScheduler):
 
     def next(self, snapshot: Snapshot) -> int | None:
         live = snapshot.live
-        return min(live, key=lambda t: t.slots).index if live else None
+        fewest = min((t.slots for t in live), default=None)
+        return heaviest_first(t for t in live if t.slots == fewest)[0].index if live else None

@@ -1,16 +1,19 @@
-"""AutoTVM's order: one task at a time, in declaration order."""
+"""One task at a time, heaviest first."""
 
 from __future__ import annotations
 
 from tunewise.schedulers._base import TaskScheduler
+from tunewise.schedulers._prior import heaviest_first
 from tunewise.state import Snapshot
 
 
 class Sequential(TaskScheduler):
-    """Give every slot to the first live task in declaration order (AutoTVM's baseline order).
+    """Give every slot to the first live task in :func:`~tunewise.schedulers._prior.heaviest_first` order
+    (AutoTVM's baseline goes in declaration order).
 
-    A task keeps the tuner until the session marks it finished (its per-task budget is spent, or it stopped
-    improving), then the next one takes over; this is the baseline of DynaTune (Wang et al., ICLR 2021).
+    The order is fixed (default latencies do not change during a run), so a task keeps the tuner until the
+    session marks it finished (its per-task budget is spent, or it stopped improving), then the next one
+    takes over; this is the baseline of DynaTune (Wang et al., ICLR 2021).
 
     >>> from tunewise.state import Snapshot, TaskView
     >>> tasks = (TaskView(0, "a", 1, 1e6, 1e-3, finished=True), TaskView(1, "b", 1, 1e6, 1e-3))
@@ -20,4 +23,4 @@ class Sequential(TaskScheduler):
 
     def next(self, snapshot: Snapshot) -> int | None:
         live = snapshot.live
-        return live[0].index if live else None
+        return heaviest_first(live)[0].index if live else None

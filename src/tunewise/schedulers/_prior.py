@@ -1,0 +1,43 @@
+"""The prior every scheduler shares before a task is tuned: the share of the model latency it holds untuned.
+
+A task's untuned share is ``weight * default_latency`` over the model-latency estimate
+(:meth:`~tunewise.state.Snapshot.estimated_latency`); a task whose untuned schedule failed (``inf``) counts as
+holding all of it, since nothing is known about it. Schedulers that give untried tasks a first pass
+(gradient, round-robin, the DynaTune warm-up) and the one that tunes tasks one after another (sequential) take
+them in :func:`heaviest_first` order, so that a short budget goes where the time is: on the recorded traces
+declaration order spends the first slots on reshapes and small matmuls worth microseconds
+(``bench/short_budgets.py``).
+
+>>> from tunewise.state import Snapshot, TaskView
+>>> tasks = (TaskView(0, "reshape", 1, 1e3, 1e-6), TaskView(1, "conv", 2, 1e9, 1e-3))
+>>> [t.index for t in heaviest_first(tasks)]
+[1, 0]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from tunewise.state import Snapshot, TaskView
+
+
+def untuned_weight(task: TaskView) -> float:
+    """``weight * default_latency``: the seconds the task adds to the model untuned (``inf`` when its untuned
+    schedule failed)."""
+    return task.weight * task.default_latency if math.isfinite(task.default_latency) else math.inf
+
+
+def untuned_share(task: TaskView, snapshot: Snapshot) -> float:
+    """The fraction of the model-latency estimate ``task`` holds untuned; 1 when its untuned schedule failed
+    or the estimate is not positive (0 for the others when another task's failure makes the estimate
+    ``inf``)."""
+    total = snapshot.estimated_latency()
+    held = untuned_weight(task)
+    return held / total if math.isfinite(held) and total > 0 else 1.0
+
+
+def heaviest_first(tasks: Iterable[TaskView]) -> list[TaskView]:
+    """``tasks`` by decreasing :func:`untuned_weight` (failed untuned schedules first), ties in declaration
+    order."""
+    return sorted(tasks, key=lambda t: (-untuned_weight(t), t.index))

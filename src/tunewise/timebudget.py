@@ -1,0 +1,90 @@
+"""Fitting a tuning command into its time budget: when tuning must end, and how many trials a slot has time for.
+
+``tunewise tune --time-budget T`` budgets the whole command: importing and extracting come first, tuning gets
+what is left minus :func:`compile_estimate` (the steps after tuning), and :class:`SlotPace` shrinks or stops a
+slot that would not end in time, from the durations of the slots before it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+# compile.CompiledModel.time's defaults (the tuned model's timing) and the untuned model's repeats in workflow
+_TUNED_REPEATS, _MIN_REPEAT_SECONDS, _UNTUNED_REPEATS = 10, 0.2, 3
+
+
+def compile_estimate(build_seconds: float, untuned_latency: float, tuned_latency: float) -> float:
+    """Seconds the steps after tuning take: two builds of the model (untuned and tuned), each about
+    ``build_seconds`` (what optimising and extracting the model took: the same passes), timing the untuned
+    model (a warm-up and 3 repeats at ``untuned_latency``), running the tuned one twice (warm-up and output
+    check) and timing it (10 repeats of at least 0.2 s) at ``tuned_latency``. A latency that is not finite
+    counts as 0."""
+    untuned = untuned_latency if math.isfinite(untuned_latency) else 0.0
+    tuned = tuned_latency if math.isfinite(tuned_latency) else 0.0
+    return (2 * build_seconds + (1 + _UNTUNED_REPEATS) * untuned + 2 * tuned
+            + _TUNED_REPEATS * max(tuned, _MIN_REPEAT_SECONDS))
+
+
+@dataclass
+class SlotPace:
+    """The durations of a run's recent slots, and what they predict for the next one.
+
+    A slot costs a fixed part (the decision, the search, recording, the cost model's update) and a part per
+    trial (building and measuring). A slot that runs the evolutionary search (a task's search starting, or its
+    queue of candidates running short) pays seconds more than one that takes queued or sampled candidates, so
+    the fixed part is kept apart for ``searching`` slots and the others. The prediction is deliberately
+    cautious: the largest fixed part of the last ``window`` slots of the same kind, plus the mean cost per
+    trial over the last ``window`` slots. Before any searching slot has ended, one is taken to have a fixed part
+    of ``search_prior`` seconds (the evolutionary search's first batch took 10-25 s for small convolutions on
+    a busy 2-core machine); before any other slot has ended, the others are predicted as searching ones, or
+    not at all while no slot has ended.
+
+    >>> pace = SlotPace()
+    >>> pace.record(searching=False, fixed=4.0, trials=16, measure_seconds=8.0)
+    >>> pace.trials_that_fit(20.0, 16, searching=False), pace.trials_that_fit(10.0, 16, searching=False)
+    (16, 12)
+    >>> pace.trials_that_fit(4.2, 16, searching=False), pace.trials_that_fit(20.0, 16, searching=True)
+    (0, 10)
+    """
+
+    window: int = 8
+    search_prior: float = 15.0
+    _fixed: dict[bool, list[float]] = field(default_factory=lambda: {True: [], False: []})
+    _per_trial: list[float] = field(default_factory=list)
+
+    def record(self, *, searching: bool, fixed: float, trials: int, measure_seconds: float) -> None:
+        """One slot ended: ``fixed`` seconds outside building and measuring, ``measure_seconds`` for its
+        ``trials`` trials; ``searching`` when it ran the evolutionary search."""
+        self._fixed[searching] = [*self._fixed[searching], fixed][-self.window:]
+        if trials > 0:
+            self._per_trial = [*self._per_trial, measure_seconds / trials][-self.window:]
+
+    def predict(self, trials: int, *, searching: bool) -> float | None:
+        """Seconds a slot of ``trials`` trials is expected to take; ``None`` for a slot that does not search
+        before any slot ended."""
+        if self._fixed[searching]:
+            fixed = max(self._fixed[searching])
+        elif searching:
+            fixed = self.search_prior
+        elif self._fixed[True]:
+            fixed = max(self._fixed[True])
+        else:
+            return None
+        per_trial = statistics.fmean(self._per_trial) if self._per_trial else 0.0
+        return fixed + trials * per_trial
+
+    def trials_that_fit(self, seconds_left: float, trials: int, *, searching: bool) -> int:
+        """The most trials, up to ``trials``, that a slot can take and still end within ``seconds_left``: 0
+        when not even one fits (or no time is left); ``trials`` when nothing predicts the slot yet."""
+        if seconds_left <= 0:
+            return 0
+        whole = self.predict(trials, searching=searching)
+        if whole is None or whole <= seconds_left:
+            return trials
+        fixed = self.predict(0, searching=searching)
+        per_trial = self.predict(1, searching=searching) - fixed
+        if per_trial <= 0:
+            return 0
+        return max(0, min(trials, math.floor((seconds_left - fixed) / per_trial)))

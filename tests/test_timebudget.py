@@ -1,0 +1,88 @@
+"""Fitting a command into its time budget: the slot rule on synthetic slot durations, the compile estimate."""
+
+import math
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tunewise import stores
+from tunewise.timebudget import SlotPace, compile_estimate
+
+
+def pace(*slots: tuple[bool, float, int, float]) -> SlotPace:
+    """A pace that saw ``(searching, fixed seconds, trials, measure seconds)`` slots."""
+    p = SlotPace()
+    for searching, fixed, trials, measure in slots:
+        p.record(searching=searching, fixed=fixed, trials=trials, measure_seconds=measure)
+    return p
+
+
+def test_a_slot_runs_whole_when_nothing_is_known_and_time_is_left():
+    assert SlotPace().trials_that_fit(1e-3, 16, searching=False) == 16
+    assert SlotPace().trials_that_fit(0.0, 16, searching=False) == 0
+
+
+def test_an_unseen_search_is_taken_at_its_prior():
+    assert SlotPace(search_prior=15.0).trials_that_fit(14.0, 16, searching=True) == 0
+    assert SlotPace(search_prior=15.0).trials_that_fit(16.0, 16, searching=True) == 16
+    assert pace((False, 1.0, 16, 8.0)).trials_that_fit(19.0, 16, searching=True) == 8  # 15 s + 0.5 s a trial
+
+
+def test_a_slot_that_fits_keeps_its_trials():
+    p = pace((False, 1.0, 16, 8.0), (False, 2.0, 16, 8.0))  # 2 s fixed at most, 0.5 s a trial
+    assert p.predict(16, searching=False) == pytest.approx(10.0)
+    assert p.trials_that_fit(10.0, 16, searching=False) == 16
+
+
+def test_a_slot_that_does_not_fit_shrinks_to_the_trials_that_do():
+    p = pace((False, 2.0, 16, 8.0))
+    assert p.trials_that_fit(9.9, 16, searching=False) == 15
+    assert p.trials_that_fit(6.0, 16, searching=False) == 8
+    assert p.trials_that_fit(2.4, 16, searching=False) == 0  # not one trial: stop
+
+
+def test_searching_slots_are_predicted_from_searching_slots():
+    # the evolutionary search costs 10 s against 1 s for a slot that takes queued candidates
+    p = pace((True, 10.0, 16, 8.0), (False, 1.0, 16, 8.0))
+    assert p.trials_that_fit(12.0, 16, searching=False) == 16
+    assert p.trials_that_fit(12.0, 16, searching=True) == 4
+    # before any slot without a search, they are predicted as searching ones
+    assert pace((True, 1.0, 16, 8.0)).trials_that_fit(5.0, 16, searching=False) == 8
+
+
+def test_only_the_recent_slots_count():
+    p = pace((False, 30.0, 16, 160.0), *[(False, 1.0, 16, 8.0)] * 8)  # one slow slot, 8 quick ones since
+    assert p.predict(16, searching=False) == pytest.approx(9.0)
+
+
+def test_empty_slots_do_not_divide_by_zero():
+    p = pace((False, 1.0, 0, 0.0))
+    assert p.predict(16, searching=False) == pytest.approx(1.0)
+    assert p.trials_that_fit(0.5, 16, searching=False) == 0
+
+
+def test_compile_estimate():
+    # two builds, the untuned model 4 runs, the tuned one 2 runs and 10 repeats of at least 0.2 s
+    assert compile_estimate(3.0, 0.5, 0.01) == pytest.approx(6.0 + 2.0 + 0.02 + 2.0)
+    assert compile_estimate(3.0, 0.5, 0.3) == pytest.approx(6.0 + 2.0 + 0.6 + 3.0)
+    assert compile_estimate(1.0, math.inf, math.inf) == pytest.approx(2.0 + 2.0)
+
+
+@pytest.mark.tvm
+def test_a_time_budget_covers_the_whole_tune_command(tmp_path):
+    budget, url = 40, f"sqlite:///{tmp_path}/tunewise.db"
+    start = time.time()
+    proc = subprocess.run([sys.executable, "-m", "tunewise.cli", "tune", "tiny-cnn", "--time-budget", f"{budget}s",
+                           "--store", url, "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    wall = time.time() - start
+    assert proc.returncode == 0, proc.stderr
+    assert wall < budget + 10  # the interpreter's start and a misjudged compile time
+    split = dict(re.findall(r"(import|extract|tune|compile) (\d+)s", proc.stdout.split("wall time")[1]))
+    assert list(split) == ["import", "extract", "tune", "compile"]
+    assert sum(int(split[k]) for k in ("import", "extract", "tune")) <= budget  # tuning ended in time to compile
+    trials = stores.create(url).get_trials(1)
+    assert trials and max(t.timestamp for t in trials) < start + budget
+    assert min(t.timestamp for t in trials) - start < 30  # the first slot ends half a minute in at the latest
