@@ -75,7 +75,7 @@ def test_tasks_tune_and_run_end_to_end(capsys, tmp_path):
     assert "match the reference" in summary and "PyTorch eager" in summary and "run 1" in summary
     metadata = json.load(open(os.path.join(out, "metadata.json")))
     assert metadata["trials"] == 8 and metadata["model"] == "tiny-mlp" and metadata["run"] == 1
-    assert metadata["inputs"] == [{"shape": [1, 64], "dtype": "float32"}]
+    assert metadata["inputs"] == [{"name": "x", "shape": [1, 64], "dtype": "float32"}]
     store = stores.create(url)
     assert len(store.get_trials(1)) == 8 and store.get_run(1).status == stores.FINISHED
     assert store.get_artifacts(1)[0].metadata == metadata

@@ -35,3 +35,8 @@ class TargetError(TunewiseError):
 
 class VerificationError(TunewiseError):
     """The compiled model's outputs differ from the reference's beyond tolerance."""
+
+
+class ModelInputError(InputError):
+    """A compiled model was called with inputs it cannot take: their number, shape, dtype, or indices out of
+    range."""

@@ -183,7 +183,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
     failures = sum(t.failures for t in final.tasks)
     compiled.metadata.update(
         model=model.name, graph_level=level, scheduler=type(scheduler).__name__, run=run,
-        **compiler.io_metadata(model.inputs, model.reference_outputs),
+        **compiler.io_metadata(model.inputs, model.reference_outputs, model.mod),
         latency_s=tuned_latency, untuned_latency_s=untuned_latency, torch_eager_latency_s=eager,
         trials=final.trials, failures=failures, tuning_seconds=final.elapsed, max_relative_error=max_error,
         evaluator=settings.get("evaluator", "fixed"), cost_model=cost_model_name, shared_trials=loop.shared,
