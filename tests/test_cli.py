@@ -30,6 +30,7 @@ def _one_line_error(capsys, argv):
     (["tune", "tiny-mlp", "--target", "{broken"], "not valid JSON"),
     (["tune", "tiny-mlp", "--graph-level", "max"], "graph level"),
     (["tune", "tiny-mlp", "--input-shape", "x=a"], "--input-shape"),
+    (["tasks", "tiny-mlp", "--input-shape", "x=2,64"], "tiny-mlp has a fixed shape for input 'x' (it takes x (1, 64))"),
     (["run", "/nonexistent/artifact"], "not a tunewise artifact"),
     (["frobnicate"], "invalid choice"),
     (["tune", "tiny-mlp", "--evaluator", "stopwatch"], "stopwatch"),
