@@ -131,6 +131,7 @@ def _budget(args, default_trials: int | None):
 def _cmd_tune(args) -> int:
     from tunewise import frontend, runners, workflow
     from tunewise.progress import LiveProgress
+    from tunewise.timing import relation
 
     if args.resume is not None:
         own = ("scheduler", "trials_per_slot", "graph_level", "seed", "output", "target", "evaluator", "cost_model")
@@ -157,11 +158,11 @@ def _cmd_tune(args) -> int:
     print(f"trials           {result.trials} ({result.failures} failed{shared}) in {result.tuning_seconds:.0f}s")
     print(f"untuned TVM      {result.untuned_latency * 1e3:.3f} ms")
     print(f"tuned TVM        {result.tuned_latency * 1e3:.3f} ms "
-          f"({result.untuned_latency / result.tuned_latency:.1f}x faster than untuned)")
-    if result.torch_latency is not None:
-        ratio = result.torch_latency / result.tuned_latency
-        relation = f"tuned TVM is {ratio:.2f}x faster" if ratio >= 1 else f"tuned TVM is {1 / ratio:.1f}x slower"
-        print(f"PyTorch eager    {result.torch_latency * 1e3:.3f} ms ({relation})")
+          f"({relation(result.tuned_latency, result.untuned_latency, 'untuned')})")
+    for name, latency in (("PyTorch eager", result.torch_latency), ("onnxruntime", result.onnxruntime_latency)):
+        if latency is not None:
+            print(f"{name:16s} {latency * 1e3:.3f} ms (tuned TVM is {relation(result.tuned_latency, latency)})")
+    print(f"timed as         {result.timing}")
     print(f"outputs          match the reference (max relative error {result.max_error:.2e})")
     print(f"artifact         {result.artifact}")
     return 0
