@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from tunewise import compile as compiler
-from tunewise.errors import InputError, VerificationError
+from tunewise import frontend, tasks
+from tunewise.errors import InputError, ModelInputError, VerificationError
 
 pytestmark = pytest.mark.tvm
 
@@ -73,3 +74,54 @@ def test_build_candidate_is_a_drop_in_for_the_stock_builder(tiny_mlp):
     builder = ms.builder.LocalBuilder(f_build=tvm_env.build_candidate, max_workers=1)
     (result,) = builder.build([ms.builder.BuilderInput(tiny_mlp.task_mods[0], tiny_mlp.target)])
     assert result.error_msg is None and result.artifact_path.endswith(".tar")
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt_artifact(host_target, tmp_path_factory):
+    """tiny-gpt compiled untuned, saved with its metadata and loaded back; with its example ids and outputs."""
+    model = tasks.extract(frontend.load("tiny-gpt"), host_target)
+    metadata = compiler.io_metadata(model.inputs, model.reference_outputs, model.mod)
+    path = compiler.CompiledModel(compiler.build(model), host_target, metadata).save(
+        str(tmp_path_factory.mktemp("gpt") / "artifact"))
+    return compiler.load(path), model.inputs[0], model.reference_outputs[0]
+
+
+def test_the_metadata_records_which_inputs_index_a_table(tiny_gpt_artifact):
+    loaded, _, _ = tiny_gpt_artifact
+    assert loaded.metadata["inputs"] == [{"name": "ids", "shape": [1, 8], "dtype": "int64", "index_range": [0, 64]}]
+
+
+@pytest.mark.parametrize("bad", [64, -1, 100_000_000])
+def test_out_of_range_token_ids_raise_before_reaching_the_kernels(tiny_gpt_artifact, bad):
+    loaded, ids, reference = tiny_gpt_artifact
+    wrong = ids.copy()
+    wrong[0, 3] = bad
+    with pytest.raises(ModelInputError, match=rf"^input 'ids' holds index {bad} at \(0, 3\); its values must lie "
+                                              r"in \[0, 64\)"):
+        loaded(wrong)
+    np.testing.assert_allclose(loaded(ids)[0], reference, rtol=1e-4, atol=1e-5)
+
+
+def test_inputs_of_the_wrong_number_shape_or_kind_are_named(tiny_gpt_artifact):
+    loaded, ids, _ = tiny_gpt_artifact
+    with pytest.raises(ModelInputError, match=r"^input 'ids' must have shape \(1, 8\), got \(1, 9\)$"):
+        loaded(np.zeros((1, 9), dtype=np.int64))
+    with pytest.raises(ModelInputError, match=r"^input 'ids' must be int64, got float32$"):
+        loaded(ids.astype(np.float32))
+    with pytest.raises(ModelInputError, match=r"^the model takes 1 input\(s\) \('ids'\), got 2$"):
+        loaded(ids, ids)
+    with pytest.raises(ModelInputError, match=r"^input 'ids' holds values that int32, which the model takes"):
+        compiler.CompiledModel(loaded.executable, loaded.target, {"inputs": [
+            {**loaded.metadata["inputs"][0], "dtype": "int32"}]})(ids + 2**40)
+
+
+def test_float64_and_narrower_ints_are_converted_where_no_value_changes(tiny_mlp, tiny_gpt_artifact):
+    compiled = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target,
+                                      compiler.io_metadata(tiny_mlp.inputs, tiny_mlp.reference_outputs, tiny_mlp.mod))
+    x = tiny_mlp.inputs[0]
+    np.testing.assert_array_equal(compiled(x.astype(np.float64))[0], compiled(x)[0])  # numpy's default dtype
+    assert compiled.time(x.astype(np.float64), repeat=1, min_repeat_ms=0).repeats == 1
+    with pytest.raises(ModelInputError, match=r"^input 'x' holds values beyond the range of float32"):
+        compiled(np.full(x.shape, 1e300))
+    loaded, ids, reference = tiny_gpt_artifact
+    np.testing.assert_allclose(loaded(ids.astype(np.int32))[0], reference, rtol=1e-4, atol=1e-5)

@@ -95,3 +95,26 @@ def test_parse_input_shapes(spec, shape):
     for bad in ["x", "x=1,a", "=1,2", "x=0,3"]:
         with pytest.raises(InputError):
             frontend.parse_input_shapes([bad])
+
+
+def test_input_shape_cannot_change_a_static_shape(tmp_path):
+    path = _onnx_matmul(str(tmp_path / "static.onnx"))
+    with pytest.raises(InputError, match=r"^ONNX input 'x' has the static shape \(1, 8\); --input-shape x=3,8 "
+                                         r"cannot change it$"):
+        frontend.load(path, input_shapes={"x": (3, 8)})
+    assert frontend.load(path, input_shapes={"x": (1, 8)}).input_shapes == ((1, 8),)
+    dynamic = _onnx_matmul(str(tmp_path / "dyn.onnx"), batch_dim="N")
+    with pytest.raises(InputError, match=r"^ONNX input 'x' has shape \['N', 8\]; .* got \[3, 9\]$"):
+        frontend.load(dynamic, input_shapes={"x": (3, 9)})
+
+    model, inputs = zoo.get("tiny-mlp")
+    pt2 = str(tmp_path / "mlp.pt2")
+    torch.export.save(torch.export.export(model, inputs), pt2)
+    with pytest.raises(InputError, match=r"mlp.pt2 has a fixed shape for input 'x' \(it takes x \(1, 64\)\); "
+                                         r"--input-shape applies to dynamic ONNX inputs only"):
+        frontend.load(pt2, input_shapes={"x": (4, 64)})
+    with pytest.raises(InputError, match=r"mlp.pt2 has no input 'y' \(it takes x \(1, 64\)\)"):
+        frontend.load(pt2, input_shapes={"y": (1, 64)})
+    assert frontend.load(pt2, input_shapes={"x": (1, 64)}).input_shapes == ((1, 64),)
+    with pytest.raises(InputError, match=r"^tiny-mlp has a fixed shape for input 'x'"):
+        frontend.load("tiny-mlp", input_shapes={"x": (2, 64)})

@@ -1,10 +1,13 @@
 """Graph levels on real TVM: every level compiles tiny-cnn to the reference outputs, and ``nhwc`` really moves
 the convolutions to channels-last."""
 
+import logging
+
 import pytest
+import torch
 
 from tunewise import compile as compiler
-from tunewise import frontend, graph, tasks
+from tunewise import frontend, graph, tasks, zoo
 from tunewise.errors import InputError
 
 pytestmark = pytest.mark.tvm
@@ -58,3 +61,106 @@ def test_heaviest_keeps_the_largest_weighted_default_latencies_in_order(tiny_mlp
     assert reduced.tasks == (tiny_mlp.tasks[heavy],)
     assert reduced.task_mods == (tiny_mlp.task_mods[heavy],)
     assert tiny_mlp.heaviest(5).tasks == tiny_mlp.tasks
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attention = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+
+    def forward(self, x):
+        return self.attention(x, x, x, need_weights=False)[0]
+
+
+class _Concat(torch.nn.Module):
+    """Two convolution branches joined by ``torch.cat``, then a convolution over the joined channels."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.Conv2d(3, 4, 1)
+        self.c = torch.nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.c(torch.cat([torch.relu(self.a(x)), self.b(x)], dim=1)).mean((2, 3))
+
+
+class _NegativeAxes(torch.nn.Module):
+    """A convolution followed by the operators whose negative axes Relax's ConvertLayout cannot remap."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 1)
+
+    def forward(self, x):
+        y = self.conv(x)  # (1, 4, 1, 8)
+        return y.squeeze(-2).max(-1)[0] + y.permute(0, -1, -2, -3).sum((-1, -2)).max(-1)[0]
+
+
+@pytest.fixture
+def fallbacks():
+    """The messages logged on ``tunewise.graph`` during the test (a step that fell back)."""
+    messages: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    logger = logging.getLogger("tunewise.graph")
+    logger.addHandler(handler)
+    yield messages
+    logger.removeHandler(handler)
+
+
+def _model_file(model, inputs, path: str) -> str:
+    """``model`` saved as ``path``: ``.pt2`` by torch.export.save, ``.onnx`` by torch.onnx.export with its
+    weights as external data next to it."""
+    model = model.eval()
+    if path.endswith(".pt2"):
+        torch.export.save(torch.export.export(model, inputs), path)
+        return path
+    import onnx
+
+    torch.onnx.export(model, inputs, path, dynamo=False)  # the dynamo exporter needs onnxscript
+    onnx.save_model(onnx.load(path), path, save_as_external_data=True, location="weights.bin", size_threshold=0)
+    return path
+
+
+def _attention_models():
+    torch.manual_seed(0)
+    return {"multihead-attention": (_Attention(), (torch.randn(1, 8, 16),)),
+            "tiny-gpt": zoo.get("tiny-gpt"), "concat-cnn": (_Concat(), (torch.randn(1, 3, 8, 8),))}
+
+
+@pytest.mark.parametrize("suffix", [".pt2", ".onnx"])
+@pytest.mark.parametrize("name", ["multihead-attention", "tiny-gpt", "concat-cnn"])
+def test_default_level_compiles_attention_and_concat_models_from_files(host_target, tmp_path, fallbacks, name,
+                                                                      suffix):
+    model, inputs = _attention_models()[name]
+    imported = frontend.load(_model_file(model, inputs, str(tmp_path / f"model{suffix}")))
+    extracted = tasks.extract(imported, host_target)
+    compiled = compiler.CompiledModel(compiler.build(extracted), host_target)
+    assert compiler.verify(compiled, extracted.inputs, extracted.reference_outputs) < 1e-4
+    assert fallbacks == []
+    if name == "concat-cnn":  # the convolutions did move to channels-last
+        assert all(s[-1] in (3, 8) for s in _conv_shapes(extracted, 0))
+
+
+def test_negative_axes_do_not_stop_the_layout_step(host_target, fallbacks):
+    imported = frontend.load(_NegativeAxes(), example_inputs=(torch.randn(1, 3, 1, 8),))
+    extracted = tasks.extract(imported, host_target)
+    assert _conv_shapes(extracted, 0) == [(1, 1, 8, 3)]  # NHWC
+    compiled = compiler.CompiledModel(compiler.build(extracted), host_target)
+    assert compiler.verify(compiled, extracted.inputs, extracted.reference_outputs) < 1e-4
+    assert fallbacks == []
+
+
+def test_a_failing_step_leaves_the_function_as_it_was_and_says_so(host_target, fallbacks):
+    from tvm import relax
+
+    class Squeeze(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.conv2d(x, torch.ones(4, 3, 1, 1)).squeeze(-2)
+
+    mod = frontend.load(Squeeze(), example_inputs=(torch.randn(1, 3, 1, 8),)).mod
+    layout = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]})  # fails on squeeze(-2)
+    with host_target:
+        kept = graph._apply_step(mod, "nhwc", graph.LAYOUT_STEP, [layout])
+    assert kept["main"].same_as(mod["main"])
+    assert len(fallbacks) == 1 and "channels-last layout step failed on function main" in fallbacks[0]

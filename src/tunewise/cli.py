@@ -26,11 +26,6 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
 
 
-def speed_relation(before: float, after: float) -> str:
-    """How ``after`` compares with ``before`` (latencies): ``"2.0x faster"`` or ``"5.0x slower"``."""
-    return f"{before / after:.1f}x faster" if after <= before else f"{after / before:.1f}x slower"
-
-
 def _whole(name: str, value: str | None, minimum: int = 1) -> int | None:
     if value is None:
         return None
@@ -157,6 +152,7 @@ def _budget(args, default_trials: int | None):
 def _cmd_tune(args) -> int:
     from tunewise import frontend, runners, workflow
     from tunewise.progress import LiveProgress
+    from tunewise.timing import relation
 
     if args.resume is not None:
         own = ("scheduler", "trials_per_slot", "graph_level", "seed", "target", "evaluator", "cost_model")
@@ -183,11 +179,11 @@ def _cmd_tune(args) -> int:
     print(f"trials           {result.trials} ({result.failures} failed{shared}) in {result.tuning_seconds:.0f}s")
     print(f"untuned TVM      {result.untuned_latency * 1e3:.3f} ms")
     print(f"tuned TVM        {result.tuned_latency * 1e3:.3f} ms "
-          f"({speed_relation(result.untuned_latency, result.tuned_latency)} than untuned)")
-    if result.torch_latency is not None:
-        ratio = result.torch_latency / result.tuned_latency
-        relation = f"tuned TVM is {ratio:.2f}x faster" if ratio >= 1 else f"tuned TVM is {1 / ratio:.1f}x slower"
-        print(f"PyTorch eager    {result.torch_latency * 1e3:.3f} ms ({relation})")
+          f"({relation(result.tuned_latency, result.untuned_latency, 'untuned')})")
+    for name, latency in (("PyTorch eager", result.torch_latency), ("onnxruntime", result.onnxruntime_latency)):
+        if latency is not None:
+            print(f"{name:16s} {latency * 1e3:.3f} ms (tuned TVM is {relation(result.tuned_latency, latency)})")
+    print(f"timed as         {result.timing}")
     print(f"outputs          match the reference (max relative error {result.max_error:.2e})")
     print(f"artifact         {result.artifact}")
     split = ", ".join(f"{name} {seconds:.0f}s" for name, seconds in result.phase_seconds.items())

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tunewise import artifact, tvm_env
+from tunewise import artifact, signature, tvm_env
 from tunewise.errors import InputError, TargetError, VerificationError, message_line
 
 METADATA = artifact.METADATA
@@ -82,14 +82,19 @@ class CompiledModel:
     def _to_device(self, inputs):
         import tvm
 
-        return [tvm.runtime.tensor(np.ascontiguousarray(x), self.device) for x in inputs]
+        arrays = signature.prepare(self.metadata.get("inputs"), inputs)
+        return [tvm.runtime.tensor(x, self.device) for x in arrays]
 
     def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The outputs for ``inputs``, which are first checked against the metadata's ``"inputs"`` (number,
+        shapes, dtypes, index ranges; :func:`tunewise.signature.prepare`): a bad input raises
+        :class:`~tunewise.errors.ModelInputError` instead of reaching the kernels."""
         out = self.vm["main"](*self._to_device(inputs))
         return _flatten(out)
 
     def time(self, *inputs: np.ndarray, repeat: int = 10, min_repeat_ms: int = 200) -> Latency:
-        """Latency of one call, from ``repeat`` repeats of at least ``min_repeat_ms`` each (after a warm-up)."""
+        """Latency of one call, from ``repeat`` repeats of at least ``min_repeat_ms`` each (after a warm-up);
+        the inputs are checked as in :meth:`__call__`."""
         evaluator = self.vm.time_evaluator("main", self.device, number=1, repeat=repeat,
                                            min_repeat_ms=min_repeat_ms)
         results = list(evaluator(*self._to_device(inputs)).results)
@@ -165,7 +170,10 @@ def verify(compiled: CompiledModel, inputs, reference, *, rtol: float = 1e-3, at
     return worst
 
 
-def io_metadata(inputs, outputs) -> dict:
-    """Shapes and dtypes of inputs and outputs, for the artifact's metadata."""
-    return {"inputs": [{"shape": list(x.shape), "dtype": str(x.dtype)} for x in inputs],
-            "outputs": [{"shape": list(y.shape), "dtype": str(y.dtype)} for y in outputs]}
+def io_metadata(inputs, outputs, mod=None) -> dict:
+    """Shapes and dtypes of inputs and outputs, for the artifact's metadata; with the compiled Relax module
+    ``mod``, also the inputs' names and index ranges (:func:`tunewise.signature.describe_inputs`), which
+    :meth:`CompiledModel.__call__` checks."""
+    described = (signature.describe_inputs(mod, inputs) if mod is not None
+                 else [{"shape": list(x.shape), "dtype": str(x.dtype)} for x in inputs])
+    return {"inputs": described, "outputs": [{"shape": list(y.shape), "dtype": str(y.dtype)} for y in outputs]}

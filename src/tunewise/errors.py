@@ -43,3 +43,8 @@ class StoreError(InputError):
 
 class RunBusyError(TunewiseError):
     """Another live process owns the run (see :meth:`tunewise.stores.Store.claim_run`)."""
+
+
+class ModelInputError(InputError):
+    """A compiled model was called with inputs it cannot take: their number, shape, dtype, or indices out of
+    range."""

@@ -157,21 +157,42 @@ def _onnx_input_shapes(model, overrides: dict[str, tuple[int, ...]]) -> dict[str
         if inp.name in initializers:
             continue
         dims = inp.type.tensor_type.shape.dim
-        symbolic = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
         if inp.name in overrides:
-            given = overrides[inp.name]
-            if inp.type.tensor_type.HasField("shape") and (len(given) != len(symbolic) or any(
-                    isinstance(d, int) and d != g for d, g in zip(symbolic, given, strict=True))):
-                raise InputError(f"--input-shape {inp.name}={','.join(map(str, given))} does not fit ONNX input "
-                                 f"{inp.name!r}: it takes rank {len(symbolic)}, shape {symbolic} (named "
-                                 "dimensions are free)")
-            shapes[inp.name] = given
+            known = inp.type.tensor_type.HasField("shape")  # an input without shape information takes any
+            shapes[inp.name] = _onnx_override(inp.name, dims, overrides[inp.name]) if known else overrides[inp.name]
             continue
         if any(not d.HasField("dim_value") for d in dims):
+            symbolic = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
             raise ModelImportError(f"ONNX input {inp.name!r} has dynamic shape {symbolic}; "
                                    f"give it with --input-shape {inp.name}=1,3,224,224")
         shapes[inp.name] = tuple(d.dim_value for d in dims)
     return shapes
+
+
+def _onnx_override(name: str, dims, override: tuple[int, ...]) -> tuple[int, ...]:
+    """``override`` for ONNX input ``name`` of dimensions ``dims``; it may set only the dynamic ones."""
+    declared = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
+    if len(override) == len(dims) and all(not isinstance(want, int) or want == got
+                                          for want, got in zip(declared, override, strict=True)):
+        return override
+    if all(isinstance(d, int) for d in declared):
+        raise InputError(f"ONNX input {name!r} has the static shape {tuple(declared)}; --input-shape "
+                         f"{name}={','.join(map(str, override))} cannot change it")
+    raise InputError(f"ONNX input {name!r} has shape {declared}; --input-shape {name}=... can set only its "
+                     f"dynamic dimensions, got {list(override)}")
+
+
+def check_input_shapes(imported: ImportedModel, overrides: dict[str, tuple[int, ...]], source: str) -> None:
+    """Raise :class:`InputError` unless every shape in ``overrides`` is that of the named input of ``imported``
+    (a torch model, exported with static shapes that cannot be changed at import)."""
+    expected = dict(zip((p.name for p in imported.mod["main"].params), imported.input_shapes, strict=False))
+    for name, shape in overrides.items():
+        if tuple(shape) == expected.get(name):
+            continue
+        takes = ", ".join(f"{n} {tuple(s)}" for n, s in expected.items())
+        what = "has no input" if name not in expected else "has a fixed shape for input"
+        raise InputError(f"{source} {what} {name!r} (it takes {takes}); --input-shape applies to dynamic "
+                         f"ONNX inputs only: export the model again for {name}={','.join(map(str, shape))}")
 
 
 def from_onnx_file(path: str, *, input_shapes: dict[str, tuple[int, ...]] | None = None,
@@ -232,14 +253,17 @@ def load(source, *, example_inputs=None, input_shapes: dict | None = None, seed:
     if not isinstance(source, str):
         if example_inputs is None:
             raise InputError("a torch module needs example_inputs")
-        return from_torch(source, example_inputs, name=type(source).__name__.lower())
-    if source in zoo.MODELS:
+        imported = from_torch(source, example_inputs, name=type(source).__name__.lower())
+    elif source in zoo.MODELS:
         model, inputs = zoo.get(source, seed=seed)
-        return from_torch(model, inputs, name=source)
-    check_source(source)
-    if source.endswith(".onnx"):
-        return from_onnx_file(source, input_shapes=input_shapes, seed=seed)
-    return from_exported_program_file(source, seed=seed)
+        imported = from_torch(model, inputs, name=source)
+    else:
+        check_source(source)
+        if source.endswith(".onnx"):
+            return from_onnx_file(source, input_shapes=input_shapes, seed=seed)
+        imported = from_exported_program_file(source, seed=seed)
+    check_input_shapes(imported, input_shapes or {}, source if isinstance(source, str) else imported.name)
+    return imported
 
 
 def check_source(source: str) -> None:

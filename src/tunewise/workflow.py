@@ -25,6 +25,7 @@ from tunewise.errors import InputError, StoreError
 from tunewise.interrupts import Interrupted, raise_if_stopped
 from tunewise.lease import Lease
 from tunewise.timebudget import compile_estimate
+from tunewise import timing as timings
 
 
 class Reporter:
@@ -62,11 +63,13 @@ class TuneResult:
     tuned_latency: float
     estimated_latency: float
     max_error: float
-    torch_latency: float | None = None
+    torch_latency: float | None = None  # PyTorch eager (of the module, zoo model or .pt2 program)
     shared: int = 0  # trials that were schedules transferred between tasks of one anchor (tunewise.sharing)
     history: tuple[tuple[float, float], ...] = field(default=())
     run: int | None = None  # the run's id in the store
     phase_seconds: dict[str, float] = field(default_factory=dict)  # wall time of import, extract, tune, compile
+    onnxruntime_latency: float | None = None
+    timing: str = timings.DESCRIPTION  # how the latencies were timed
 
 
 def torch_latency(model, example_inputs, *, repeat: int = 30) -> float:
@@ -234,12 +237,6 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
     reporter.phase("importing the model")
     input_shapes = {k: tuple(v) for k, v in settings["input_shapes"].items()}
     imported = frontend.load(source, example_inputs=example_inputs, input_shapes=input_shapes, seed=seed)
-    # before any TVM code runs in this process: TVM's runtime threads would compete with torch's
-    eager = None
-    if compare_torch and not isinstance(source, str):
-        eager = torch_latency(source, tuple(example_inputs))
-    elif compare_torch and source in zoo.MODELS:
-        eager = torch_latency(*zoo.get(source, seed=seed))
     output = settings["output"] or os.path.abspath(os.path.join("tunewise-out", imported.name))
     phases["import"] = time.perf_counter() - start
 
@@ -287,16 +284,20 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
     raise_if_stopped()
     reporter.phase("compiling the untuned model")
     untuned = compiler.CompiledModel(compiler.build(model), tvm_target)
-    untuned_latency = untuned.time(*model.inputs, repeat=3, min_repeat_ms=0).median
     reporter.phase("compiling with the tuned records and checking outputs")
     compiled = compiler.CompiledModel(compiler.build(model, loop.database), tvm_target)
     max_error = compiler.verify(compiled, model.inputs, model.reference_outputs)
-    tuned_latency = compiled.time(*model.inputs).median
+    reporter.phase("timing the untuned and tuned models" + (" and the references" if compare_torch else "")
+                   + " in fresh processes")
+    untuned_latency, tuned_latency = timings.time_compiled(untuned, compiled, model.inputs)
+    eager, onnxruntime = (timings.time_references(source, model.inputs, example_inputs=example_inputs, seed=seed)
+                          if compare_torch else (None, None))
     failures = sum(t.failures for t in final.tasks)
     compiled.metadata.update(
         model=model.name, graph_level=level, scheduler=type(scheduler).__name__, run=run,
-        **compiler.io_metadata(model.inputs, model.reference_outputs),
+        **compiler.io_metadata(model.inputs, model.reference_outputs, model.mod),
         latency_s=tuned_latency, untuned_latency_s=untuned_latency, torch_eager_latency_s=eager,
+        onnxruntime_latency_s=onnxruntime, timing=timings.DESCRIPTION,
         trials=final.trials, failures=failures, tuning_seconds=final.elapsed, max_relative_error=max_error,
         evaluator=settings.get("evaluator", "fixed"), cost_model=cost_model_name, shared_trials=loop.shared,
         latency_estimate_history=[list(point) for point in loop.history],
@@ -308,4 +309,4 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
     phases["compile"] = time.perf_counter() - start - sum(phases.values())
     return TuneResult(output, model.name, len(model.tasks), final.trials, failures, final.elapsed,
                       loop.decision_seconds, untuned_latency, tuned_latency, final.estimated_latency(),
-                      max_error, eager, loop.shared, tuple(loop.history), run, phases)
+                      max_error, eager, loop.shared, tuple(loop.history), run, phases, onnxruntime)

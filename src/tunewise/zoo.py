@@ -2,8 +2,9 @@
 
 Each entry builds ``(module, example_inputs)`` from a seed, so the same name and seed always give the same
 weights and inputs. The architectures follow the published ones (ResNet-18, MobileNetV2, SqueezeNet 1.1,
-VGG-11, a BERT-style encoder) at batch 1; ``tiny-cnn`` and ``tiny-mlp`` are small models for demos and tests,
-and ``inception-cells`` is a stack of wide parallel branches for multi-stream runtimes.
+VGG-11, a BERT-style encoder) at batch 1; ``tiny-cnn``, ``tiny-mlp`` and ``tiny-gpt`` (a causal decoder with a
+tied head) are small models for demos and tests, and ``inception-cells`` is a stack of wide parallel branches
+for multi-stream runtimes.
 
 >>> model, inputs = get("tiny-cnn")
 >>> tuple(model(*inputs).shape)
@@ -226,6 +227,28 @@ class TinyCNN(nn.Module):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
 
 
+class TinyGPT(nn.Module):
+    """A GPT-style decoder: token and position embeddings, ``nn.TransformerEncoderLayer`` blocks under a causal
+    mask, and a language-model head tied to the token embedding; logits for every position."""
+
+    def __init__(self, vocab: int = 64, seq: int = 8, hidden: int = 16, layers: int = 1, heads: int = 2):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, hidden)
+        self.positions = nn.Parameter(torch.randn(seq, hidden) * 0.02)
+        self.blocks = nn.ModuleList(nn.TransformerEncoderLayer(hidden, heads, 2 * hidden, dropout=0.0,
+                                                               batch_first=True, norm_first=True)
+                                    for _ in range(layers))
+        self.head = nn.Linear(hidden, vocab, bias=False)
+        self.head.weight = self.tokens.weight
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq), persistent=False)
+
+    def forward(self, ids):
+        x = self.tokens(ids) + self.positions
+        for block in self.blocks:
+            x = block(x, src_mask=self.mask, is_causal=True)
+        return self.head(x)
+
+
 class TinyMLP(nn.Module):
     """Two dense layers: the smallest model with more than one tunable operator."""
 
@@ -256,6 +279,7 @@ MODELS: dict[str, ZooEntry] = {
     "inception-cells": ZooEntry(InceptionCells, (1, 3, 64, 64)),
     "tiny-cnn": ZooEntry(TinyCNN, (1, 3, 16, 16)),
     "tiny-mlp": ZooEntry(TinyMLP, (1, 64)),
+    "tiny-gpt": ZooEntry(TinyGPT, (1, 8), "tokens", vocab=64),
 }
 
 

@@ -1,0 +1,212 @@
+"""End-to-end latencies of a tuned model and of its references, each timed in a fresh process.
+
+A process that has imported TVM, built models and run kernels is a poor place to time anything: TVM's
+runtime threads and measuring workers compete for the cores. So the untuned and the tuned model are exported
+and timed together in one fresh process, in alternating rounds (untuned, tuned, untuned, ...) with the same
+settings, and the references (PyTorch eager, onnxruntime) in another fresh process that never imports TVM.
+Every latency is the median over :data:`ROUNDS` rounds of the mean call time in a round of at least
+:data:`ROUND_MS` milliseconds, after a warm-up call. :data:`DESCRIPTION` says so in the summary and metadata.
+
+The references are what is cheap to run without the user's code: a zoo model is rebuilt in eager mode and
+exported to ONNX in the fresh process; a ``.pt2`` file's program runs eagerly (``ExportedProgram.module()``);
+an ``.onnx`` file runs in onnxruntime; a ``torch.nn.Module`` is handed over pickled (run eagerly where its class
+can be imported in the fresh process, else as its ``torch.export`` program) and as an ONNX export. A reference that cannot be run is ``None``, and the ``tunewise.timing`` logger says why.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+ROUNDS = 10
+ROUND_MS = 100
+DESCRIPTION = f"in fresh processes, median of {ROUNDS} rounds of >= {ROUND_MS} ms; untuned and tuned alternating"
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Latencies:
+    """Latencies in seconds (``None``: not timed)."""
+
+    untuned: float
+    tuned: float
+    torch_eager: float | None = None
+    onnxruntime: float | None = None
+
+
+def relation(latency: float, baseline: float, name: str | None = None) -> str:
+    """``"1.8x faster than NAME"`` or ``"1.3x slower than NAME"`` (without ``name``: ``"1.8x faster"``):
+    ``latency`` against ``baseline``."""
+    than = f" than {name}" if name else ""
+    if latency <= baseline:
+        return f"{baseline / latency:.1f}x faster{than}"
+    return f"{latency / baseline:.1f}x slower{than}"
+
+
+def _run_worker(spec: dict, directory: str) -> dict:
+    path = os.path.join(directory, "spec.json")
+    with open(path, "w") as f:
+        json.dump(spec, f)
+    search_path = os.pathsep.join(p for p in sys.path if p)  # what this process can import, the other can
+    proc = subprocess.run([sys.executable, "-m", "tunewise.timing", path], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": search_path})
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise RuntimeError(f"the timing process failed (exit code {proc.returncode}): "
+                           f"{(proc.stderr.strip().splitlines() or [''])[-1]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def time_compiled(untuned, tuned, inputs) -> tuple[float, float]:
+    """Median latencies (seconds) of two :class:`~tunewise.compile.CompiledModel` on ``inputs``, timed in
+    alternating rounds in one fresh process."""
+    with tempfile.TemporaryDirectory(prefix="tunewise-timing-") as directory:
+        libraries = []
+        for name, model in (("untuned", untuned), ("tuned", tuned)):
+            libraries.append(os.path.join(directory, f"{name}.so"))
+            model.executable.export_library(libraries[-1])
+        np.savez(os.path.join(directory, "inputs.npz"), *inputs)
+        result = _run_worker({"kind": "tvm", "libraries": libraries, "target": str(tuned.target),
+                              "inputs": os.path.join(directory, "inputs.npz")}, directory)
+    return result["latencies"][0], result["latencies"][1]
+
+
+def _reference_spec(source, example_inputs, seed: int, directory: str) -> dict | None:
+    """What the reference process runs for ``source``, writing the files it needs to ``directory``."""
+    from tunewise import zoo
+
+    if isinstance(source, str):
+        if source in zoo.MODELS:
+            return {"zoo": source, "seed": seed}
+        return {"pt2": source} if source.endswith(".pt2") else {"onnx": source}
+    import torch
+
+    inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    spec: dict = {"module": os.path.join(directory, "module.pt")}
+    torch.save(source, spec["module"])  # loaded there if its class can be imported there
+    try:
+        spec["pt2"] = os.path.join(directory, "model.pt2")
+        torch.export.save(torch.export.export(source.eval(), inputs), spec["pt2"])
+    except Exception as err:  # torch.export raises many types
+        _log.info("no PyTorch eager reference: torch.export failed: %s", err)
+        spec.pop("pt2")
+    try:  # with grad mode on: under no_grad, nn.TransformerEncoderLayer takes a fused path it cannot export
+        spec["onnx"] = os.path.join(directory, "model.onnx")
+        torch.onnx.export(source.eval(), inputs, spec["onnx"], dynamo=False)
+    except Exception as err:  # the exporter raises many types
+        _log.info("no onnxruntime reference: ONNX export failed: %s", err)
+        spec.pop("onnx")
+    return spec or None
+
+
+def time_references(source, inputs, *, example_inputs=None, seed: int = 0) -> tuple[float | None, float | None]:
+    """``(PyTorch eager, onnxruntime)`` median latencies (seconds) of ``source`` on ``inputs`` (numpy arrays),
+    timed in a fresh process that does not import TVM; ``None`` for what cannot be run."""
+    with tempfile.TemporaryDirectory(prefix="tunewise-timing-") as directory:
+        spec = _reference_spec(source, example_inputs, seed, directory)
+        if spec is None:
+            return None, None
+        np.savez(os.path.join(directory, "inputs.npz"), *inputs)
+        result = _run_worker({"kind": "references", **spec, "inputs": os.path.join(directory, "inputs.npz")},
+                             directory)
+    for reason in result["skipped"]:
+        _log.info("%s", reason)
+    return result["torch_eager"], result["onnxruntime"]
+
+
+def _median_round_time(call, sync=lambda: None) -> float:
+    """Median over :data:`ROUNDS` rounds of the mean time of ``call()`` in a round of >= :data:`ROUND_MS`."""
+    call()
+    sync()
+    means = []
+    for _ in range(ROUNDS):
+        count, start = 0, time.perf_counter()
+        while True:
+            call()
+            count += 1
+            sync()
+            elapsed = time.perf_counter() - start
+            if elapsed * 1e3 >= ROUND_MS:
+                break
+        means.append(elapsed / count)
+    return statistics.median(means)
+
+
+def _time_tvm(spec: dict, inputs: list[np.ndarray]) -> dict:
+    import tvm
+    from tvm import relax
+
+    from tunewise import tvm_env
+
+    target = tvm.target.Target(json.loads(spec["target"]))
+    device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
+    tvm_env.use_target_threads(target)
+    evaluators, args = [], [tvm.runtime.tensor(x, device) for x in inputs]
+    for library in spec["libraries"]:
+        vm = relax.VirtualMachine(tvm.runtime.load_module(library), device)
+        evaluators.append(vm.time_evaluator("main", device, number=1, repeat=1, min_repeat_ms=ROUND_MS))
+        evaluators[-1](*args)  # warm-up
+    rounds: list[list[float]] = [[] for _ in evaluators]
+    for _ in range(ROUNDS):
+        for samples, evaluator in zip(rounds, evaluators, strict=True):
+            samples.append(float(evaluator(*args).mean))
+    return {"latencies": [statistics.median(samples) for samples in rounds]}
+
+
+def _time_references(spec: dict, inputs: list[np.ndarray]) -> dict:
+    import torch
+
+    result: dict = {"torch_eager": None, "onnxruntime": None, "skipped": []}
+    tensors = tuple(torch.from_numpy(x) for x in inputs)
+    model, onnx_path = None, spec.get("onnx")
+    if "zoo" in spec:
+        from tunewise import zoo
+
+        model, _ = zoo.get(spec["zoo"], seed=spec["seed"])
+    elif "module" in spec:
+        try:
+            model = torch.load(spec["module"], weights_only=False)
+        except Exception as err:  # unpickling raises many types (a class defined in a script's __main__...)
+            result["skipped"].append(f"PyTorch eager runs the torch.export program: the module cannot be "
+                                     f"loaded in a fresh process: {err}")
+    if model is None and "pt2" in spec:
+        model = torch.export.load(spec["pt2"]).module()
+    if model is not None:
+        with torch.no_grad():
+            result["torch_eager"] = _median_round_time(lambda: model(*tensors))
+    if "zoo" in spec:
+        onnx_path = os.path.join(os.path.dirname(spec["inputs"]), "zoo.onnx")
+        try:  # with grad mode on: under no_grad, nn.TransformerEncoderLayer takes a fused path it cannot export
+            torch.onnx.export(model, tensors, onnx_path, dynamo=False)
+        except Exception as err:  # the exporter raises many types
+            result["skipped"].append(f"no onnxruntime reference: ONNX export failed: {err}")
+            onnx_path = None
+    if onnx_path is not None:
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+        feeds = {i.name: x for i, x in zip(session.get_inputs(), inputs, strict=True)}
+        result["onnxruntime"] = _median_round_time(lambda: session.run(None, feeds))
+    return result
+
+
+def _main(spec_path: str) -> None:
+    with open(spec_path) as f:
+        spec = json.load(f)
+    with np.load(spec["inputs"]) as saved:
+        inputs = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    result = _time_tvm(spec, inputs) if spec["kind"] == "tvm" else _time_references(spec, inputs)
+    print(json.dumps({**result, "pid": os.getpid()}))
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1])

@@ -1,0 +1,39 @@
+"""Latencies timed in fresh processes: the tuned and untuned models alternating, the references beside them."""
+
+import torch
+
+from tunewise import compile as compiler
+from tunewise import timing, zoo
+
+
+def test_a_slowdown_is_worded_as_a_slowdown():
+    assert timing.relation(0.6, 1.0, "untuned") == "1.7x faster than untuned"
+    assert timing.relation(1.0, 0.6, "untuned") == "1.7x slower than untuned"
+    assert timing.relation(2.0, 1.0) == "2.0x slower"
+
+
+def test_untuned_and_tuned_are_timed_in_one_fresh_process(tiny_mlp):
+    import tvm
+
+    model = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target)
+    threads = tvm.runtime.num_threads()
+    first, second = timing.time_compiled(model, model, tiny_mlp.inputs)
+    assert 0 < first < 0.01 and 0 < second < 0.01
+    assert 0.5 < first / second < 2  # the same model, timed the same way
+    assert tvm.runtime.num_threads() == threads
+
+
+def test_references_of_files_zoo_models_and_modules(tmp_path):
+    model, inputs = zoo.get("tiny-gpt")
+    ids = [inputs[0].numpy()]
+    pt2, onnx = str(tmp_path / "gpt.pt2"), str(tmp_path / "gpt.onnx")
+    torch.export.save(torch.export.export(model, inputs), pt2)
+    torch.onnx.export(model, inputs, onnx, dynamo=False)
+
+    eager, ort = timing.time_references(pt2, ids)  # the program, eagerly; no exporter for it offline
+    assert 0 < eager < 0.1 and ort is None
+    eager, ort = timing.time_references(onnx, ids)
+    assert eager is None and 0 < ort < 0.1
+    for source in ("tiny-gpt", model):
+        eager, ort = timing.time_references(source, ids, example_inputs=inputs)
+        assert 0 < eager < 0.1 and 0 < ort < 0.1
