@@ -10,7 +10,8 @@ Every latency is the median over :data:`ROUNDS` rounds of the mean call time in 
 The references are what is cheap to run without the user's code: a zoo model is rebuilt in eager mode and
 exported to ONNX in the fresh process; a ``.pt2`` file's program runs eagerly (``ExportedProgram.module()``);
 an ``.onnx`` file runs in onnxruntime; a ``torch.nn.Module`` is handed over pickled (run eagerly where its class
-can be imported in the fresh process, else as its ``torch.export`` program) and as an ONNX export. A reference that cannot be run is ``None``, and the ``tunewise.timing`` logger says why.
+can be imported in the fresh process, else as its ``torch.export`` program) and as an ONNX export. A reference
+that cannot be run is ``None``, and the ``tunewise.timing`` logger says why.
 """
 
 from __future__ import annotations

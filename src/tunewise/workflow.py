@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from tunewise import compile as compiler
 from tunewise import cost_models, frontend, graph, measure, runners, schedulers, session, stores, tasks, tvm_env, zoo
 from tunewise import target as targets
+from tunewise import timing as timings
 from tunewise.destinations import check_folder
 from tunewise.errors import InputError, StoreError
 from tunewise.interrupts import Interrupted, raise_if_stopped
 from tunewise.lease import Lease
 from tunewise.timebudget import compile_estimate
-from tunewise import timing as timings
 
 
 class Reporter:
