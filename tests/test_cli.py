@@ -263,7 +263,7 @@ def test_resume_writes_the_artifact_to_a_new_output(capsys, tmp_path, cli_run):
                                                                           "--store", url])
     out = str(tmp_path / "again")
     assert cli.main(["tune", "--resume", "1", "-o", out, "--store", url]) == 0
-    assert capsys.readouterr().out.rstrip().endswith(f"artifact         {out}")
+    assert f"\nartifact         {out}\n" in capsys.readouterr().out
     store = stores.create(url)
     assert store.get_run(1).settings["output"] == out
     assert [a.path for a in store.get_artifacts(1)] == [first, out]

@@ -47,7 +47,7 @@ def test_summary_numbers(synthetic):
     assert "5 trials (1 failed) in 10s" in table and "9.000 -> 3.000 ms (3.00x)" in table
     assert "dense" in table and "66.7" in table and "80.0" in table
     [header, line] = report.runs_table([s])
-    assert line.split()[:4] == [str(run), "running", "m", "gradient"]
+    assert line.split()[:4] == [str(run), "dead", "m", "gradient"]  # running, with no live owner
 
 
 def test_an_import_has_no_model_estimate(synthetic):
