@@ -2,7 +2,7 @@
 
 For one seed of a trace (``bench/record_traces.py``), replays each scheduler as ``bench/replay.py`` does
 and prints, per task, the trials it had spent when the model first came within ``--goal`` of the best
-reachable latency, next to the clairvoyant bound's allocation (:func:`tunewise.replay.fastest_allocation`).
+reachable latency, next to the clairvoyant bound's allocation (:func:`tunewise.lab.oracles.fastest_allocation`).
 Tasks where a scheduler spent more than the bound show where its time went::
 
     .venv/bin/python bench/allocations.py bench/traces/mobilenetv2.json.gz --seed 0
@@ -19,6 +19,7 @@ import collections
 from replay import build  # bench/replay.py: the same schedulers and oracles, built the same way
 
 from tunewise import replay as rp
+from tunewise.lab import oracles
 
 
 def main() -> None:
@@ -37,7 +38,7 @@ def main() -> None:
     if args.goal < 0:
         parser.error(f"--goal must be at least 0 (a fraction above the best reachable), got {args.goal}")
     goal = (1 + args.goal) * trace.best_reachable(args.seed)
-    bound = rp.fastest_allocation(trace, goal, seed_index=args.seed, trials_per_slot=args.trials_per_slot)
+    bound = oracles.fastest_allocation(trace, goal, seed_index=args.seed, trials_per_slot=args.trials_per_slot)
     columns = {"bound": list(bound.trials)}
     print(f"{trace.model}, seed {args.seed}: within {100 * args.goal:g} % at")
     print(f"  {'bound':20s} {bound.seconds:7.0f} s")

@@ -3,7 +3,7 @@
     .venv/bin/python bench/dynatune_overhead.py                      # the defaults
     .venv/bin/python bench/dynatune_overhead.py --n-walkers 10 --n-steps 500 --burn-in 300 --thin 10  # paper
 
-Each trace (:func:`tunewise.replay.synthetic`, 20 tasks, 256 trials each, one per ``--traces``) is replayed
+Each trace (:func:`tunewise.lab.synthetic.synthetic`, 20 tasks, 256 trials each, one per ``--traces``) is replayed
 with the ``dynatune`` scheduler until every trial is used, 16 trials a slot. Reported: the decision time per
 slot, wall clock (``time.perf_counter`` around each decision, as the session measures it) and CPU
 (``time.process_time`` over the replay, which includes the replay's own bookkeeping, negligible), as mean,
@@ -21,6 +21,7 @@ import numpy as np
 
 from tunewise import replay as rp
 from tunewise import schedulers
+from tunewise.lab.synthetic import synthetic
 
 
 def main() -> None:
@@ -38,7 +39,7 @@ def main() -> None:
 
     times, cpu, reach = [], [], []
     for t in range(args.traces):
-        trace = rp.synthetic(n_tasks=args.tasks, trials=256, seeds=1, seed=100 + t)
+        trace = synthetic(n_tasks=args.tasks, trials=256, seeds=1, seed=100 + t)
         start = time.process_time()
         run = rp.replay(trace, schedulers.create("dynatune", seed=0, **kwargs), seed_index=0)
         cpu.append((time.process_time() - start) / len(run.picks))

@@ -10,15 +10,15 @@ trials per slot by default, the scheduler's seed = the seed index), until every 
 a real cost). ``sequential`` gets a per-task budget of ``ceil(budget / tasks)``, the budget being ``--trials``
 or every recorded trial, as AutoTVM did; ``--per-task`` and ``--patience`` apply to every scheduler.
 ``oracle`` is DynaTune's one-slot greedy oracle, ``oracle-lookahead`` the one that looks any number of slots
-ahead (see :class:`tunewise.replay.Oracle`), ``oracle-other-seeds`` the one-slot greedy that reads the trace's
-other seeds instead of the replayed one (:class:`tunewise.replay.OtherSeedsOracle`: a perfect belief without
+ahead (see :class:`tunewise.lab.oracles.Oracle`), ``oracle-other-seeds`` the one-slot greedy that reads the trace's
+other seeds instead of the replayed one (:class:`tunewise.lab.oracles.OtherSeedsOracle`: a perfect belief without
 foresight; left out, with a message, on a one-seed trace), ``oracle-other-seeds-lookahead`` the same belief
 looking any number of slots ahead.
 
 For each seed, the goal is the best reachable model latency (each task at its best recorded trial); the
 table gives each scheduler's time to come within 5 % and 1 % of it (median over seeds [min-max]; "-" when
 not reached) and the ratio of its median to gradient's, to the oracle's and to the clairvoyant bound's
-(below 1 is faster). The bound (:func:`tunewise.replay.fastest_allocation`, last row) is the recorded
+(below 1 is faster). The bound (:func:`tunewise.lab.oracles.fastest_allocation`, last row) is the recorded
 cost of the cheapest whole-slot prefixes that reach the goal: no scheduler reaches it sooner, so gradient's
 time over the bound's is the most any scheduler could gain on gradient. A second table shows the way
 there: the median time to within 100 % (twice the best), 25 %, 10 % and 5 %. Writes ``OUT.json`` (settings,
@@ -38,6 +38,7 @@ import numpy as np
 
 from tunewise import replay as rp
 from tunewise import schedulers
+from tunewise.lab import oracles
 
 SCHEDULERS = ["sequential", "round-robin", "random", "flops", "gradient", "dynatune", "dynatune-egreedy",
               "dynatune-softmax", "oracle", "oracle-lookahead", "oracle-other-seeds", "oracle-other-seeds-lookahead"]
@@ -52,13 +53,13 @@ def time_key(goal: float) -> str:
 
 def build(name: str, trace: rp.Trace, seed: int):
     if name == "oracle":
-        return rp.Oracle(trace=trace, seed_index=seed)
+        return oracles.Oracle(trace=trace, seed_index=seed)
     if name == "oracle-lookahead":
-        return rp.Oracle(trace=trace, seed_index=seed, lookahead=None)
+        return oracles.Oracle(trace=trace, seed_index=seed, lookahead=None)
     if name == "oracle-other-seeds":
-        return rp.OtherSeedsOracle(trace=trace, seed_index=seed)
+        return oracles.OtherSeedsOracle(trace=trace, seed_index=seed)
     if name == "oracle-other-seeds-lookahead":
-        return rp.OtherSeedsOracle(trace=trace, seed_index=seed, lookahead=None)
+        return oracles.OtherSeedsOracle(trace=trace, seed_index=seed, lookahead=None)
     return schedulers.create_seeded(name, seed)
 
 
@@ -86,11 +87,12 @@ def run_all(trace: rp.Trace, names: list[str], args) -> dict:
 
 
 def bounds(trace: rp.Trace, args) -> list[dict]:
-    """Per seed, :func:`tunewise.replay.fastest_allocation` for each goal: its seconds and trials per task."""
+    """Per seed, :func:`tunewise.lab.oracles.fastest_allocation` for each goal: its seconds and trials per task."""
     out = []
     for seed in range(trace.seeds):
         best = trace.best_reachable(seed)
-        found = {g: rp.fastest_allocation(trace, (1 + g) * best, seed_index=seed, trials_per_slot=args.trials_per_slot)
+        found = {g: oracles.fastest_allocation(trace, (1 + g) * best, seed_index=seed,
+                                               trials_per_slot=args.trials_per_slot)
                  for g in GOALS + EARLY_GOALS}
         out.append({"seed": seed, **{time_key(g): a.seconds for g, a in found.items()},
                     **{f"trials_to_{round(100 * g)}pct": list(a.trials) for g, a in found.items()}})

@@ -9,19 +9,9 @@ import time
 import pytest
 
 from tunewise import schedulers
-from tunewise.replay import (
-    Allocation,
-    Oracle,
-    OtherSeedsOracle,
-    TaskRun,
-    Trace,
-    TraceTask,
-    fastest_allocation,
-    replay,
-    synthetic,
-    time_to_reach,
-    time_to_within,
-)
+from tunewise.lab.oracles import Allocation, Oracle, OtherSeedsOracle, fastest_allocation
+from tunewise.lab.synthetic import synthetic
+from tunewise.replay import TaskRun, Trace, TraceTask, replay, time_to_reach, time_to_within
 from tunewise.schedulers import TaskScheduler
 from tunewise.state import Snapshot
 

@@ -121,11 +121,18 @@ def test_the_cost_model_learns_from_every_slot(tiny_mlp, measurer):
     assert sum(valid for *_, valid in updates) == sum(t.error is None for t in run.trials)
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"max_trials": 0}, {"time_budget": -1}, {"per_task_trials": 1.5e300 * 1e10},
+@pytest.mark.parametrize("kwargs", [{"max_trials": 0}, {"time_budget": -1}, {"per_task_trials": 1.5e300 * 1e10},
                                     {"patience": True}])
 def test_bad_budgets(kwargs):
     with pytest.raises(InputError):
         session.Budget(**kwargs)
+
+
+def test_a_run_without_a_run_wide_limit_is_refused(tiny_mlp, measurer):
+    store = stores.create("sqlite://")
+    run = new_run(store, tiny_mlp)
+    with pytest.raises(InputError, match="set a budget"):
+        session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(patience=4), measurer, store, run)
 
 
 def test_the_first_trial_is_measured_soon_after_tuning_starts(tiny_mlp, measurer):

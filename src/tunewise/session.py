@@ -1,25 +1,26 @@
 """The tuning loop: the only place that proposes, measures and records.
 
-Each iteration is one *slot*: the scheduler picks a task from a frozen :class:`~tunewise.state.Snapshot`,
-that task's MetaSchedule search (evolutionary search guided by the shared cost model) proposes a batch of
-candidates, the :class:`~tunewise.measure.Measurer` builds and measures them, and the slot's trials are
-committed to the store in one transaction with a checkpoint of the run (so a process killed at any point
-loses at most the slot in flight). The searches read the store through
+Each iteration is one *slot*: the run's :class:`~tunewise.ledger.Ledger` asks the scheduler for a task (and
+decides how many trials it gets, and whether the run is over), that task's MetaSchedule search (evolutionary
+search guided by the shared cost model) proposes a batch of candidates, the
+:class:`~tunewise.measure.Measurer` builds and measures them, the ledger is told their latencies, and the
+slot's trials are committed to the store in one transaction with a checkpoint of the run (so a process
+killed at any point loses at most the slot in flight). The searches read the store through
 :class:`~tunewise.stores.StoreDatabase`, so they seed from every record of their workload.
 
-Budgets (:class:`Budget`) end the run: total trials, wall-clock time, trials per task, and per-task patience
-(a task is finished after that many trials without improvement). Under a time limit (the budget's, or a
-``deadline``) a slot is started only with the trials it has time for, as the durations of the slots before it
-predict (:class:`tunewise.timebudget.SlotPace`); when not one fits, the run ends. A task is also finished
-when its search space is exhausted. Failed candidates count against the budgets and are reported separately.
+The ledger holds the rules (:mod:`tunewise.ledger`): budgets (:class:`~tunewise.ledger.Budget`: total trials,
+tuning time, trials per task, per-task patience), slot sizes, and when a task is finished. Under a time limit
+(the budget's, or a ``deadline``) a slot is started only with the trials it has time for, as the durations of
+the slots before it predict (:class:`tunewise.timebudget.SlotPace`). Failed candidates count against the
+budgets and are reported separately.
 
 Tasks that share their main computation (the same convolution with different fused epilogues) share
 schedules (:mod:`tunewise.sharing`): before a task's slot is searched, the best records of its group-mates
 that beat its own best are transferred to it, and such a slot measures only those. They are real trials of
 the task, and its search then seeds from them.
 
-A run whose store already holds trials is resumed: its slots are replayed from the store (progress per task,
-budgets spent, tuning time, the scheduler's decisions), its cost model is retrained on its records, and
+A run whose store already holds trials is resumed: the ledger is told the slots the store holds (progress per
+task, budgets spent, tuning time, the scheduler's decisions), its cost model is retrained on its records, and
 candidates it already measured are never measured again. A slot stored twice (by two processes that tuned
 the run at once, before runs had owners) is replayed once, with every trial stored under it.
 
@@ -32,36 +33,18 @@ holds the run.
 from __future__ import annotations
 
 import contextlib
-import math
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tunewise import cost_models, interrupts, sharing, stores, timebudget
 from tunewise import target as targets
 from tunewise.errors import InputError, RunBusyError
-from tunewise.state import Snapshot, TaskView
+from tunewise.ledger import Budget, Ledger, Slot
+from tunewise.state import Snapshot
 from tunewise.stores import Checkpoint, StoredTask, StoredTrial
-
-
-@dataclass(frozen=True)
-class Budget:
-    """When to stop. ``None`` leaves a limit unset; at least one of the run-wide limits must be set."""
-
-    max_trials: int | None = None
-    time_budget: float | None = None  # seconds of wall-clock time
-    per_task_trials: int | None = None
-    patience: int | None = None  # finish a task after this many trials without improvement
-
-    def __post_init__(self):
-        for name in ("max_trials", "time_budget", "per_task_trials", "patience"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
-                                      or not math.isfinite(value) or value <= 0):
-                raise InputError(f"budget {name.replace('_', '-')} must be a positive number, got {value!r}")
-        if self.max_trials is None and self.time_budget is None and self.per_task_trials is None:
-            raise InputError("set a budget: trials, time or trials per task")
 
 
 @dataclass(frozen=True)
@@ -79,20 +62,6 @@ class SlotEvent:
     measure_seconds: float
     decision_seconds: float
     shared: int = 0  # trials that were group-mates' schedules transferred (:mod:`tunewise.sharing`)
-
-
-@dataclass
-class _TaskProgress:
-    best_history: list[float] = field(default_factory=list)
-    trials_history: list[int] = field(default_factory=list)
-    trials: int = 0
-    failures: int = 0
-    since_improvement: int = 0
-    finished: bool = False
-
-    @property
-    def best(self) -> float:
-        return self.best_history[-1] if self.best_history else math.inf
 
 
 class _TaskSearch:
@@ -222,7 +191,8 @@ def _runner_result(trial: StoredTrial):
 
 
 class Session:
-    """Tunes an :class:`~tunewise.tasks.ExtractedModel` under a budget with a task scheduler.
+    """Tunes an :class:`~tunewise.tasks.ExtractedModel` under a budget with a task scheduler: the driver of a
+    :class:`~tunewise.ledger.Ledger` that measures for real.
 
     Trials are recorded as run ``run`` of ``store`` (a :class:`~tunewise.stores.Store`), which must exist;
     the model's tasks are added to the run, or, when the run has some, checked against them and the run is
@@ -242,8 +212,8 @@ class Session:
                  on_phase: Callable[[Snapshot, int, str], None] | None = None):
         from tvm.s_tir import meta_schedule as ms
 
-        if trials_per_slot <= 0:
-            raise InputError(f"trials per slot must be positive, got {trials_per_slot}")
+        if not budget.bounded:
+            raise InputError("set a budget: trials, time or trials per task")
         self.model = model
         self.scheduler = scheduler
         self.budget = budget
@@ -257,12 +227,9 @@ class Session:
         self.cost_model = cost_models.create(cost_model or "xgb", **({} if isinstance(cost_model, ms.CostModel)
                                              else {"seed": seed, "num_tuning_cores": num_threads}))
         self.listeners = list(listeners or [])
-        self.deadline = deadline
         self.on_phase = on_phase
         self.pace = timebudget.SlotPace()
         self.trials: list[StoredTrial] = []
-        self.decision_seconds = 0.0
-        self._progress = [_TaskProgress() for _ in model.tasks]
         self._searches = [_TaskSearch(m, t.name, model.target, seed + i + 1, num_threads,
                                       max(search_batch, trials_per_slot))
                           for i, (t, m) in enumerate(zip(model.tasks, model.task_mods, strict=True))]
@@ -271,9 +238,10 @@ class Session:
         self.shared = 0  # trials that were transferred schedules
         self._offset = 0.0  # tuning time of earlier sessions of the run
         self._start = None
-        self._slot = 0
-        self.history: list[tuple[float, float]] = []
-        self.history.append((0.0, self.snapshot().estimated_latency()))
+        self.ledger = Ledger(
+            model.tasks, scheduler, budget, trials_per_slot=trials_per_slot, clock=lambda: self.elapsed,
+            seconds_left=None if deadline is None else (lambda snapshot: deadline(snapshot) - time.perf_counter()),
+            pace=self.pace, searching=lambda k, n: self._searches[k].searches(n, untrained=not self.trials))
         self._attach()
 
     # -- state -------------------------------------------------------------------------------------------
@@ -287,37 +255,22 @@ class Session:
         """Candidates the searches proposed although the run had measured them already (skipped)."""
         return sum(s.duplicates for s in self._searches)
 
+    @property
+    def history(self) -> list[tuple[float, float]]:
+        """``(tuning seconds, estimated model latency)`` at the start and after every slot that measured."""
+        return self.ledger.history
+
+    @property
+    def decision_seconds(self) -> float:
+        """Seconds the scheduler's decisions took in this process."""
+        return self.ledger.decision_seconds
+
     def snapshot(self) -> Snapshot:
-        views = tuple(
-            TaskView(i, t.name, t.weight, t.flops, t.default_latency, tuple(p.best_history),
-                     tuple(p.trials_history), p.trials, p.failures, p.finished)
-            for i, (t, p) in enumerate(zip(self.model.tasks, self._progress, strict=True))
-        )
-        return Snapshot(views, self.elapsed, len(self.trials), self._slot, self.trials_per_slot,
-                        self.budget.max_trials, self.budget.per_task_trials, tuple(self.history))
-
-    def _out_of_budget(self) -> bool:
-        b = self.budget
-        return (b.max_trials is not None and len(self.trials) >= b.max_trials) or self._seconds_left() <= 0
-
-    def _seconds_left(self) -> float:
-        """Tuning time left under the time budget and the deadline (``inf`` when neither is set)."""
-        left = math.inf if self.budget.time_budget is None else self.budget.time_budget - self.elapsed
-        if self.deadline is not None:
-            left = min(left, self.deadline(self.snapshot()) - time.perf_counter())
-        return left
-
-    def _slot_size(self, progress: _TaskProgress) -> int:
-        n = self.trials_per_slot
-        if self.budget.max_trials is not None:
-            n = min(n, self.budget.max_trials - len(self.trials))
-        if self.budget.per_task_trials is not None:
-            n = min(n, self.budget.per_task_trials - progress.trials)
-        return n
+        return self.ledger.snapshot()
 
     # -- resuming ----------------------------------------------------------------------------------------
     def _attach(self) -> None:
-        """Add the tasks to a new run, or replay a run the store already holds."""
+        """Add the tasks to a new run, or tell the ledger the slots of a run the store already holds."""
         stored = self.store.get_tasks(self.run_id)
         if not stored:
             self.store.add_tasks(self.run_id, [StoredTask(i, t.name, w, t.weight, t.flops, t.default_latency)
@@ -330,28 +283,25 @@ class Session:
         by_slot = defaultdict(list)
         for trial in self.store.get_trials(self.run_id):
             by_slot[trial.slot].append(trial)
-        replayed = set()
         for checkpoint in self.store.get_checkpoints(self.run_id):
-            if checkpoint.slot in replayed:
-                continue
-            replayed.add(checkpoint.slot)
-            self.scheduler.next(self.snapshot())  # the scheduler's own state follows its decisions
             self._offset = max(self._offset, checkpoint.elapsed)
-            self._slot = max(self._slot, checkpoint.slot + 1)
-            if checkpoint.trials == 0:
-                self._progress[checkpoint.task].finished = True
+            if checkpoint.trials == 0:  # the task's space was exhausted
+                self.ledger.tell(self.ledger.recorded(checkpoint.slot, checkpoint.task, 0), [])
                 continue
-            trials = by_slot.pop(checkpoint.slot, [])
+            if checkpoint.slot not in by_slot:  # a slot stored twice: its trials are all told once
+                continue
+            trials = by_slot.pop(checkpoint.slot)
+            slot = self.ledger.recorded(checkpoint.slot, checkpoint.task, len(trials))
             for k in sorted({t.task for t in trials}):
-                self._finish_slot(k, [t for t in trials if t.task == k], self._progress[k].best)
-                self._searches[k].seen.update(t.candidate for t in trials if t.task == k)
-                self._searches[k].earlier += [t for t in trials if t.task == k]
+                mine = [t for t in trials if t.task == k]
+                self.ledger.tell(dataclasses.replace(slot, task=k), [t.latency for t in mine])
+                self._searches[k].seen.update(t.candidate for t in mine)
+                self._searches[k].earlier += mine
             self.trials += trials
-            self.history.append((checkpoint.elapsed, checkpoint.latency))
 
     # -- acting ------------------------------------------------------------------------------------------
     def run(self) -> Snapshot:
-        """Tune until a budget is spent, the scheduler stops, or every task is finished.
+        """Tune until the ledger says the run is over.
 
         The run's status is ``running`` meanwhile, then ``tuned``; ``interrupted`` or ``failed`` when an
         exception (Ctrl-C included) ends it, unless the run was taken over by another owner or the store can
@@ -360,25 +310,12 @@ class Session:
         self.store.set_status(self.run_id, stores.RUNNING)
         self._start = time.perf_counter()
         try:
-            while not self._out_of_budget():
+            while True:
                 interrupts.raise_if_stopped()
-                snapshot = self.snapshot()
-                if not snapshot.live:
+                slot = self.ledger.ask()
+                if slot is None:
                     break
-                tick = time.perf_counter()
-                choice = self.scheduler.next(snapshot)
-                decision = time.perf_counter() - tick
-                self.decision_seconds += decision
-                if choice is None:
-                    break
-                if snapshot.tasks[choice].finished:
-                    raise RuntimeError(f"scheduler {self.scheduler!r} chose finished task {choice}")
-                n = self._slot_size(self._progress[choice])
-                searching = self._searches[choice].searches(n, untrained=not self.trials)
-                fits = self.pace.trials_that_fit(self._seconds_left(), n, searching=searching)
-                if n > 0 and fits == 0:
-                    break  # not one more trial has time to finish
-                self._run_slot(choice, decision, fits, searching)
+                self._run_slot(slot)
         except RunBusyError:
             raise
         except BaseException as err:
@@ -389,8 +326,9 @@ class Session:
         self.store.set_status(self.run_id, stores.TUNED)
         return self.snapshot()
 
-    def _run_slot(self, k: int, decision_seconds: float, n: int, searching: bool) -> None:
-        progress, search = self._progress[k], self._searches[k]
+    def _run_slot(self, slot: Slot) -> None:
+        k, n, search = slot.task, slot.n, self._searches[slot.task]
+        searching = search.searches(n, untrained=not self.trials)
         before = self.snapshot()
 
         def on_phase(phase: str) -> None:
@@ -400,15 +338,14 @@ class Session:
         on_phase("search")
         slot_start = time.perf_counter()
         max_trials = self.budget.per_task_trials or self.budget.max_trials or 1_000_000
-        shared = search.adopt(self._transfers(k, n), self.database, self.cost_model, max_trials) if n > 0 else []
-        proposed = shared or (search.propose(n, self.database, self.cost_model, max_trials, untrained=not self.trials)
-                              if n > 0 else [])
+        shared = search.adopt(self._transfers(k, n), self.database, self.cost_model, max_trials)
+        proposed = shared or search.propose(n, self.database, self.cost_model, max_trials, untrained=not self.trials)
         search_seconds = time.perf_counter() - slot_start
-        best_before = progress.best
-        if not proposed:
-            progress.finished = True  # space exhausted (or no room left under the per-task budget)
+        best_before = self.ledger.best(k)
+        if not proposed:  # space exhausted (or no room left under the per-task budget)
+            self.ledger.tell(slot, [])
             self.store.add_trials(self.run_id, [], Checkpoint(
-                self._slot, k, 0, self.elapsed, time.perf_counter() - slot_start,
+                slot.index, k, 0, self.elapsed, time.perf_counter() - slot_start,
                 self.snapshot().estimated_latency()), owner=self.owner)
             return
         candidates = [c for c, _ in proposed]
@@ -420,23 +357,20 @@ class Session:
             interrupts.raise_if_stopped()
         now, target, workload = time.time(), str(self.model.target), self.database.workload(self._workloads[k])
         trials = [StoredTrial(self._workloads[k], _record_json(c, m, workload, self.model.target), m.run_secs,
-                              m.error, m.message, k, self._slot, target, key, m.build_seconds, m.run_seconds, now)
+                              m.error, m.message, k, slot.index, target, key, m.build_seconds, m.run_seconds, now)
                   for (c, key), m in zip(proposed, measurements, strict=True)]
-        self._finish_slot(k, trials, best_before)
+        self.ledger.tell(slot, [t.latency for t in trials])
         self.trials += trials
         self.shared += len(shared)
-        snapshot = self.snapshot()
-        self.history.append((snapshot.elapsed, snapshot.estimated_latency()))
+        elapsed, latency = self.history[-1]  # what the ledger recorded for the slot
         self.store.add_trials(self.run_id, trials, Checkpoint(
-            self._slot, k, len(trials), snapshot.elapsed, time.perf_counter() - slot_start,
-            snapshot.estimated_latency()), owner=self.owner)
+            slot.index, k, len(trials), elapsed, time.perf_counter() - slot_start, latency), owner=self.owner)
         search.notify(candidates, [_runner_result(t) for t in trials], self.cost_model)
-        event = SlotEvent(self._slot, k, len(trials), sum(t.error is not None for t in trials), best_before,
-                          progress.best, time.perf_counter() - slot_start, search_seconds, measure_seconds,
-                          decision_seconds, len(shared))
+        event = SlotEvent(slot.index, k, len(trials), sum(t.error is not None for t in trials), best_before,
+                          self.ledger.best(k), time.perf_counter() - slot_start, search_seconds, measure_seconds,
+                          slot.decision_seconds, len(shared))
         self.pace.record(searching=searching, trials=len(trials), measure_seconds=measure_seconds,
-                         fixed=decision_seconds + event.seconds - measure_seconds)
-        self._slot += 1
+                         fixed=slot.decision_seconds + event.seconds - measure_seconds)
         for listener in self.listeners:
             listener(event, self.snapshot())
 
@@ -451,25 +385,12 @@ class Session:
                     for t in self.store.top_trials(self._workloads[j], top, self.database.target)]
 
         schedules = []
-        for candidate, trial in self.offers.pending(k, self._progress[k].best, records_of)[:n]:
+        for candidate, trial in self.offers.pending(k, self.ledger.best(k), records_of)[:n]:
             self.offers.given(k, candidate)
             sch = sharing.transfer(self.database.record(trial).trace, self.model.task_mods[k], self.model.target)
             if sch is not None:
                 schedules.append(sch)
         return schedules
-
-    def _finish_slot(self, k: int, trials: list[StoredTrial], best_before: float) -> None:
-        progress = self._progress[k]
-        best = min([best_before, *(t.latency for t in trials)])
-        progress.trials += len(trials)
-        progress.failures += sum(t.error is not None for t in trials)
-        progress.since_improvement = 0 if best < best_before else progress.since_improvement + len(trials)
-        progress.best_history.append(best)
-        progress.trials_history.append(progress.trials)
-        b = self.budget
-        if ((b.per_task_trials is not None and progress.trials >= b.per_task_trials)
-                or (b.patience is not None and progress.since_improvement >= b.patience)):
-            progress.finished = True
 
 
 def _record_json(candidate, measurement, workload, target) -> str:

@@ -108,6 +108,8 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
     """
     if isinstance(source, str) and source not in zoo.MODELS and os.path.isfile(source):
         source = os.path.abspath(source)  # a resumed run may start elsewhere
+    if budget is not None and not budget.bounded:
+        raise InputError("set a budget: trials, time or trials per task")
     settings = {"source": source if isinstance(source, str) else None,
                 "scheduler": scheduler if isinstance(scheduler, str) else None,
                 "input_shapes": {k: list(v) for k, v in (input_shapes or {}).items()},

@@ -1,0 +1,219 @@
+"""The rules of a tuning run, free of TVM: which task's slot comes next, how many trials it gets, when a task
+and the whole run are finished, and what the run has found so far.
+
+A :class:`Ledger` is driven by *ask* and *tell*, one slot at a time::
+
+    while (slot := ledger.ask()) is not None:
+        latencies = measure(slot.task, slot.n)   # propose and measure up to slot.n candidates
+        ledger.tell(slot, latencies)             # seconds each; inf for a failure; [] for an exhausted space
+
+Every driver of a run tells the same ledger, so no rule exists twice: :class:`tunewise.session.Session`
+measures for real, resuming a run tells it the slots the store holds (:meth:`Ledger.recorded`), and
+:func:`tunewise.replay.replay` tells it trials recorded earlier, on a simulated clock.
+
+The rules:
+
+- A run is over when :class:`Budget`'s total trials are used, its tuning time (or the driver's own time limit,
+  ``seconds_left``) is spent, no task is live, or the scheduler returns ``None``. They are checked before each
+  slot; a slot is never cut short.
+- A slot of task ``k`` gets ``trials_per_slot`` trials, fewer when the run's or the task's trial budget has
+  fewer left; with a :class:`~tunewise.timebudget.SlotPace` under a time limit, only the trials the recent
+  slots say will finish in time (none fit: the run is over).
+- A task is finished after the slot that spends its ``per_task_trials``, that ends ``patience`` trials without
+  improvement (an improvement is a slot whose best beats the task's best before it), or that proposed
+  nothing (its search space is exhausted).
+- The scheduler sees a frozen :class:`~tunewise.state.Snapshot` before every slot, resumed slots included, so
+  its own state follows its decisions; it must not choose a finished task (``RuntimeError``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from tunewise.errors import InputError
+from tunewise.state import Snapshot, TaskView
+from tunewise.timebudget import SlotPace
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When to stop. ``None`` leaves a limit unset. A run that measures must be :attr:`bounded`; without any
+    limit, a replay goes on until every recorded trial is used."""
+
+    max_trials: int | None = None
+    time_budget: float | None = None  # seconds of tuning time
+    per_task_trials: int | None = None
+    patience: int | None = None  # finish a task after this many trials without improvement
+
+    def __post_init__(self):
+        for name in ("max_trials", "time_budget", "per_task_trials", "patience"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
+                                      or not math.isfinite(value) or value <= 0):
+                raise InputError(f"budget {name.replace('_', '-')} must be a positive number, got {value!r}")
+
+    @property
+    def bounded(self) -> bool:
+        """Whether a run-wide limit is set: total trials, time, or trials per task."""
+        return self.max_trials is not None or self.time_budget is not None or self.per_task_trials is not None
+
+
+def slot_size(snapshot: Snapshot, task: TaskView) -> int:
+    """Trials the next slot of ``task`` gets: ``trials_per_slot``, fewer when the run's or the task's trial
+    budget has fewer left."""
+    n = snapshot.trials_per_slot
+    if snapshot.max_trials is not None:
+        n = min(n, snapshot.max_trials - snapshot.trials)
+    if snapshot.per_task_trials is not None:
+        n = min(n, snapshot.per_task_trials - task.trials)
+    return n
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A slot the ledger handed out: slot number ``index`` goes to task ``task`` with ``n`` trials;
+    ``decision_seconds`` is what the scheduler's choice took."""
+
+    index: int
+    task: int
+    n: int
+    decision_seconds: float = 0.0
+
+
+@dataclass
+class _Progress:
+    best_history: list[float] = field(default_factory=list)
+    trials_history: list[int] = field(default_factory=list)
+    trials: int = 0
+    failures: int = 0
+    since_improvement: int = 0
+    finished: bool = False
+
+    @property
+    def best(self) -> float:
+        return self.best_history[-1] if self.best_history else math.inf
+
+
+class Ledger:
+    """The state and rules of one run (see the module docstring).
+
+    ``tasks`` are the model's tasks (anything with ``name``, ``weight``, ``flops`` and ``default_latency``:
+    :class:`tunewise.tasks.Task`, :class:`tunewise.replay.TraceTask`); ``clock()`` gives the run's tuning time
+    so far in seconds (earlier sessions of the run included); ``seconds_left(snapshot)``, when given, is a
+    further time limit of the driver's (a whole command's deadline); ``pace`` sizes slots under a time limit,
+    ``searching(task, n)`` telling it whether such a slot would run the expensive search. Tasks in
+    ``exhausted`` are finished from the start.
+    """
+
+    def __init__(self, tasks: Sequence, scheduler, budget: Budget, *, trials_per_slot: int = 16,
+                 clock: Callable[[], float], seconds_left: Callable[[Snapshot], float] | None = None,
+                 pace: SlotPace | None = None, searching: Callable[[int, int], bool] | None = None,
+                 exhausted: Iterable[int] = ()):
+        if trials_per_slot <= 0:
+            raise InputError(f"trials per slot must be positive, got {trials_per_slot}")
+        self.tasks = tuple(tasks)
+        self.scheduler = scheduler
+        self.budget = budget
+        self.trials_per_slot = trials_per_slot
+        self.clock = clock
+        self.pace = pace
+        self._seconds_left = seconds_left
+        self._searching = searching or (lambda task, n: False)
+        self._progress = [_Progress() for _ in self.tasks]
+        for k in exhausted:
+            self._progress[k].finished = True
+        self.trials = 0
+        self.slots = 0  # the number the next slot gets
+        self.decision_seconds = 0.0  # of the slots asked for (recorded ones not included)
+        self.last_decision = 0.0
+        self.decisions = 0  # times the scheduler was asked, recorded slots included
+        self.history: list[tuple[float, float]] = []
+        self.history.append((0.0, self.snapshot().estimated_latency()))
+
+    def snapshot(self) -> Snapshot:
+        """The run now, frozen."""
+        views = tuple(
+            TaskView(i, t.name, t.weight, t.flops, t.default_latency, tuple(p.best_history),
+                     tuple(p.trials_history), p.trials, p.failures, p.finished)
+            for i, (t, p) in enumerate(zip(self.tasks, self._progress, strict=True)))
+        b = self.budget
+        return Snapshot(views, self.clock(), self.trials, self.slots, self.trials_per_slot, b.max_trials,
+                        b.per_task_trials, tuple(self.history))
+
+    def best(self, task: int) -> float:
+        """Task ``task``'s best latency so far (``inf`` while none is valid)."""
+        return self._progress[task].best
+
+    def seconds_left(self) -> float:
+        """Tuning time left under the time budget and the driver's limit (``inf`` when neither is set)."""
+        b = self.budget
+        left = math.inf if b.time_budget is None else b.time_budget - self.clock()
+        if self._seconds_left is not None:
+            left = min(left, self._seconds_left(self.snapshot()))
+        return left
+
+    def ask(self) -> Slot | None:
+        """The next slot, or ``None`` when the run is over."""
+        b = self.budget
+        if (b.max_trials is not None and self.trials >= b.max_trials) or self.seconds_left() <= 0:
+            return None
+        snapshot = self.snapshot()
+        if not snapshot.live:
+            return None
+        task = self._decide(snapshot)
+        self.decision_seconds += self.last_decision
+        if task is None:
+            return None
+        n = slot_size(snapshot, snapshot.tasks[task])
+        if self.pace is not None:
+            fits = self.pace.trials_that_fit(self.seconds_left(), n, searching=self._searching(task, n))
+            if fits == 0:
+                return None  # not one more trial has time to finish
+            n = fits
+        return self._open(task, n)
+
+    def recorded(self, index: int, task: int, trials: int) -> Slot:
+        """Slot number ``index``, which the run already measured (``trials`` trials of ``task``, as the store
+        holds it): the scheduler is shown the run as it was, and the choice the run made is taken. Slots
+        handed out later are numbered after every recorded one."""
+        self._decide(self.snapshot(), check=False)
+        self.slots = max(self.slots, index + 1)
+        return Slot(index, task, trials, self.last_decision)
+
+    def tell(self, slot: Slot, latencies: Sequence[float], *, exhausted: bool = False) -> None:
+        """What ``slot`` measured: one latency in seconds per trial (``inf`` for a failure). No latencies, or
+        ``exhausted``, finish the task: its search space has nothing more to propose."""
+        progress = self._progress[slot.task]
+        if not latencies:
+            progress.finished = True
+            return
+        before = progress.best
+        best = min([before, *latencies])
+        progress.trials += len(latencies)
+        progress.failures += sum(x == math.inf for x in latencies)
+        progress.since_improvement = 0 if best < before else progress.since_improvement + len(latencies)
+        progress.best_history.append(best)
+        progress.trials_history.append(progress.trials)
+        self.trials += len(latencies)
+        b = self.budget
+        if (exhausted or (b.per_task_trials is not None and progress.trials >= b.per_task_trials)
+                or (b.patience is not None and progress.since_improvement >= b.patience)):
+            progress.finished = True
+        self.history.append((self.clock(), self.snapshot().estimated_latency()))
+
+    def _decide(self, snapshot: Snapshot, *, check: bool = True) -> int | None:
+        tick = time.perf_counter()
+        task = self.scheduler.next(snapshot)
+        self.last_decision = time.perf_counter() - tick
+        self.decisions += 1
+        if check and task is not None and snapshot.tasks[task].finished:
+            raise RuntimeError(f"scheduler {self.scheduler!r} chose finished task {task}")
+        return task
+
+    def _open(self, task: int, n: int) -> Slot:
+        slot = Slot(self.slots, task, n, self.last_decision)
+        self.slots += 1
+        return slot
