@@ -35,6 +35,8 @@ import math
 import os
 import statistics
 
+import provenance
+
 from tunewise import cost_models, frontend, graph, measure, schedulers, session, stores, tasks, tvm_env
 from tunewise import target as targets
 
@@ -240,7 +242,7 @@ def main() -> None:
         for name in args.models.split(","):
             results["models"][name] = bench_model(name, args, target, measurers, long_measurer)
             with open(args.out + ".json", "w") as f:
-                json.dump(_finite(results), f, indent=1)
+                json.dump(provenance.stamped(_finite(results)), f, indent=1)
             plot(results, args.out + ".png")
             print(name, json.dumps(_finite(results["models"][name]["summary"]), indent=1), flush=True)
     finally:

@@ -18,6 +18,8 @@ import json
 import math
 import statistics
 
+import provenance
+
 from tunewise import compile as compiler
 from tunewise import frontend, measure, stores, tasks, tvm_env
 from tunewise import target as targets
@@ -83,7 +85,7 @@ def main() -> None:
               "estimate_tuned": total("tuned"), "estimate_warm": total("warm"), "estimate_cold": total("cold"),
               "compiled": compiled.time(*model.inputs, repeat=20).median}
     with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+        json.dump(provenance.stamped(result), f, indent=1)
     print(f"{'task':40s} {'w':>2s} {'tuned':>9s} {'warm':>9s} {'cold':>9s}  (ms)")
     for r in rows:
         cells = [f"{1e3 * r[k]:9.3f}" if k in r and math.isfinite(r[k]) else f"{'-':>9s}"

@@ -21,6 +21,8 @@ import json
 import os
 import time
 
+import provenance
+
 from tunewise import compile as compiler
 from tunewise import frontend, graph, measure, schedulers, session, stores, tasks, tvm_env
 from tunewise import target as targets
@@ -80,7 +82,7 @@ def main() -> None:
         measurer.close()
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out + ".json", "w") as f:
-        json.dump(rows, f, indent=1)
+        json.dump(provenance.stamped(rows), f, indent=1)
 
 
 if __name__ == "__main__":

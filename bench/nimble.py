@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable
 
+import provenance
 import torch
 from torch import nn
 
@@ -210,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "runs": args.runs,
                "warmup": args.warmup, "merge": args.merge, "inference": inference, "training": training}
     with open(args.out, "w") as f:
-        json.dump(results, f, indent=2)
+        json.dump(provenance.stamped(results), f, indent=2)
     print_table(inference, training)
     print(f"\nwrote {args.out}")
 

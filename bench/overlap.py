@@ -18,6 +18,8 @@ import os
 import statistics
 import time
 
+import provenance
+
 from tunewise import frontend, measure, tasks, tvm_env
 from tunewise import target as targets
 
@@ -72,8 +74,8 @@ def main() -> None:
     }
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out + ".json", "w") as f:
-        json.dump({**summary, "latencies": {"sequential": first, "overlap": overlapped, "sequential_again": second}},
-                  f, indent=1)
+        json.dump(provenance.stamped({**summary, "latencies": {"sequential": first, "overlap": overlapped,
+                                                               "sequential_again": second}}), f, indent=1)
     print(json.dumps(summary, indent=1))
 
 

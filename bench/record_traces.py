@@ -28,6 +28,8 @@ import math
 import os
 import time
 
+import provenance
+
 from tunewise import frontend, measure, schedulers, session, stores, tasks, tvm_env
 from tunewise import target as targets
 from tunewise.replay import TaskRun, Trace, TraceTask
@@ -73,7 +75,7 @@ def main() -> None:
     trace_tasks = tuple(TraceTask(t.name, t.weight, t.flops, t.default_latency) for t in model.tasks)
     meta = {"target": str(target), "trials_per_task": args.trials, "trials_per_slot": 16,
             "measure": dataclasses.asdict(config), "evaluator": repr(measurer.evaluator),
-            "recorded": [time.strftime("%Y-%m-%d %H:%M:%S")]}
+            "recorded": [provenance.stamp()]}
     runs: list = []
     if args.resume:
         old = Trace.load(out)

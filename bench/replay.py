@@ -35,6 +35,7 @@ import os
 import statistics
 
 import numpy as np
+import provenance
 
 from tunewise import replay as rp
 from tunewise import schedulers
@@ -212,7 +213,7 @@ def main() -> None:
     summary = summarise(runs, bound)
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     with open(out + ".json", "w") as f:
-        json.dump({"trace": args.trace, "model": trace.model, "meta": trace.meta,
+        json.dump({"provenance": provenance.stamp(), "trace": args.trace, "model": trace.model, "meta": trace.meta,
                    "settings": {k: v for k, v in vars(args).items() if k != "trace"},
                    "best_reachable": [trace.best_reachable(s) for s in range(trace.seeds)],
                    "bounds": bound, "summary": summary, "runs": runs}, f, indent=1)

@@ -50,6 +50,8 @@ import statistics
 import tempfile
 import time
 
+import provenance
+
 from tunewise import compile as compiler
 from tunewise import frontend, graph, measure, schedulers, session, stores, tasks, tvm_env, workflow, zoo
 from tunewise import target as targets
@@ -287,7 +289,7 @@ def main() -> None:
             if "curve_rescored" in run:
                 run["seconds_to_within_5pct_rescored"] = time_to_reach(run["curve_rescored"], 1.05 * min(rescored))
         with open(args.out + ".json", "w") as f:
-            json.dump(results, f, indent=1)
+            json.dump(provenance.stamped(results), f, indent=1)
         plot(results, args.model, args.out + ".png")
 
     if args.keep_stores:

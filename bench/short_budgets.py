@@ -14,7 +14,7 @@ task at its best recorded trial): 1.00 is the best, lower is better. The table g
 per trace and budget, and the geometric mean of those medians over the traces per budget; the scheduler with
 the lowest geometric mean at the shortest budget, and at the longest, are named. ``sequential`` gets a
 per-task budget of ``ceil(recorded trials / tasks)``, as in ``bench/replay.py``. The JSON holds the command
-line, the commit, the CPU model, the per-seed estimates and the table.
+line, the commit, the CPU model (:mod:`provenance`), the per-seed estimates and the table.
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
-import subprocess
-import sys
+
+import provenance
 
 from tunewise import replay as rp
 from tunewise import schedulers
@@ -38,29 +37,6 @@ BUDGETS = (180.0, 600.0)
 def estimate_at(history, budget: float) -> float:
     """The model latency in ``history`` (``(elapsed, latency)`` pairs in time order) at ``budget`` seconds."""
     return [latency for t, latency in history if t <= budget][-1]
-
-
-def commit() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        head = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + (" (with uncommitted changes)" if dirty else "")
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def run_trace(trace: rp.Trace, names: list[str], budgets: tuple[float, ...], trials_per_slot: int) -> dict:
@@ -120,8 +96,7 @@ def main() -> None:
     best = {k: min(means, key=lambda n: means[n][k]) for k in next(iter(means.values()))}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"command": " ".join([os.path.basename(sys.executable), *sys.argv]), "commit": commit(),
-                   "cpu": cpu_model(), "traces": args.traces, "budgets_s": list(budgets),
+        json.dump({"provenance": provenance.stamp(), "traces": args.traces, "budgets_s": list(budgets),
                    "trials_per_slot": args.trials_per_slot, "metric": "model latency / best reachable, median "
                    "over seeds; geomean over traces", "geomean": means, "lowest_geomean": best,
                    "results": results, "table": text}, f, indent=1)

@@ -22,6 +22,8 @@ import statistics
 import tempfile
 import time
 
+import provenance
+
 from tunewise import stores
 from tunewise.stores import Checkpoint, StoredTask, StoredTrial
 
@@ -96,7 +98,7 @@ def main() -> None:
               f"top-102 query {r['top_102_ms']:.2f} ms with {r['trials_stored']} trials stored")
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out + ".json", "w") as f:
-        json.dump(results, f, indent=2)
+        json.dump(provenance.stamped(results), f, indent=2)
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7, 3.5), layout="constrained")

@@ -23,6 +23,8 @@ import statistics
 import subprocess
 import sys
 
+import provenance
+
 
 def child(path: str, model: str, seed: int, warmup: int, repeat: int) -> None:
     """Load ``path``, time it, print its median latency in seconds (the only line on stdout)."""
@@ -71,7 +73,8 @@ def main() -> None:
     if args.out:
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out + ".json", "w") as f:
-            json.dump({"settings": {k: v for k, v in vars(args).items() if k not in ("child", "artifacts")},
+            settings = {k: v for k, v in vars(args).items() if k not in ("child", "artifacts")}
+            json.dump({"provenance": provenance.stamp(), "settings": settings,
                        "samples": samples, "summary": summary}, f, indent=1)
 
 

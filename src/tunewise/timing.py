@@ -8,8 +8,9 @@ Every latency is the median over :data:`ROUNDS` rounds of the mean call time in 
 :data:`ROUND_MS` milliseconds, after a warm-up call. :data:`DESCRIPTION` says so in the summary and metadata.
 
 The references are what is cheap to run without the user's code: a zoo model is rebuilt in eager mode and
-exported to ONNX in the fresh process; a ``.pt2`` file's program runs eagerly (``ExportedProgram.module()``);
-an ``.onnx`` file runs in onnxruntime; a ``torch.nn.Module`` is handed over pickled (run eagerly where its class
+exported to ONNX in the fresh process; a ``.pt2`` file's program runs eagerly (``ExportedProgram.module()``)
+and, exported to ONNX there, in onnxruntime; an ``.onnx`` file runs in onnxruntime (there is no eager model
+to run); a ``torch.nn.Module`` is handed over pickled (run eagerly where its class
 can be imported in the fresh process, else as its ``torch.export`` program) and as an ONNX export. A reference
 that cannot be run is ``None``, and the ``tunewise.timing`` logger says why.
 """
@@ -181,11 +182,12 @@ def _time_references(spec: dict, inputs: list[np.ndarray]) -> dict:
                                      f"loaded in a fresh process: {err}")
     if model is None and "pt2" in spec:
         model = torch.export.load(spec["pt2"]).module()
+        model.train = lambda mode=True: model  # the exporter sets eval mode, which a program's module refuses
     if model is not None:
         with torch.no_grad():
             result["torch_eager"] = _median_round_time(lambda: model(*tensors))
-    if "zoo" in spec:
-        onnx_path = os.path.join(os.path.dirname(spec["inputs"]), "zoo.onnx")
+    if onnx_path is None and model is not None:
+        onnx_path = os.path.join(os.path.dirname(spec["inputs"]), "reference.onnx")
         try:  # with grad mode on: under no_grad, nn.TransformerEncoderLayer takes a fused path it cannot export
             torch.onnx.export(model, tensors, onnx_path, dynamo=False)
         except Exception as err:  # the exporter raises many types

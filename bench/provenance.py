@@ -1,0 +1,44 @@
+"""How a result file was made, recorded in every file the benchmarks write: the command line, the commit (and
+whether the tree had uncommitted changes), the CPU model and the date."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import time
+
+
+def commit() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        head = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + (" (with uncommitted changes)" if dirty else "")
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def stamp() -> dict:
+    """``{"command", "commit", "cpu", "date"}`` of this process."""
+    return {"command": " ".join([os.path.basename(sys.executable), *sys.argv]), "commit": commit(),
+            "cpu": cpu_model(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+
+
+def stamped(results: dict | list) -> dict:
+    """``results`` with a ``provenance`` entry (:func:`stamp`) first; a list becomes the entry ``rows``."""
+    return {"provenance": stamp(), **(results if isinstance(results, dict) else {"rows": results})}
