@@ -14,14 +14,20 @@ measures for real, resuming a run tells it the slots the store holds (:meth:`Led
 The rules:
 
 - A run is over when :class:`Budget`'s total trials are used, its tuning time (or the driver's own time limit,
-  ``seconds_left``) is spent, no task is live, or the scheduler returns ``None``. They are checked before each
-  slot; a slot is never cut short.
+  ``seconds_left``) is spent, no task is live, a stop rule (:mod:`tunewise.stoppers`: a latency goal, a cost
+  budget in seconds, joules or trials, diminishing returns) says so, or the scheduler returns ``None``. They
+  are checked before each slot, in that order; a slot is never cut short. The stop rules see the snapshot
+  and the run's :class:`~tunewise.state.Cost` (tuning seconds, trials, and joules when the driver meters
+  energy); the reason of the one that ended the run is kept in :attr:`Ledger.stopped_by`.
 - A slot of task ``k`` gets ``trials_per_slot`` trials, fewer when the run's or the task's trial budget has
   fewer left; with a :class:`~tunewise.timebudget.SlotPace` under a time limit, only the trials the recent
   slots say will finish in time (none fit: the run is over).
 - A task is finished after the slot that spends its ``per_task_trials``, that ends ``patience`` trials without
-  improvement (an improvement is a slot whose best beats the task's best before it), or that proposed
-  nothing (its search space is exhausted).
+  improvement (an improvement is a slot whose best beats the task's best before it), that proposed
+  nothing (its search space is exhausted), or after which the scheduler says the task is retired
+  (:meth:`~tunewise.schedulers.TaskScheduler.retired`: the survey scheduler's batches without improvement).
+- Whole-model latencies the driver measures (:meth:`Ledger.tell_model_latency`) are kept in the snapshot, for
+  the stop rules.
 - The scheduler sees a frozen :class:`~tunewise.state.Snapshot` before every slot, resumed slots included, so
   its own state follows its decisions; it must not choose a finished task (``RuntimeError``).
 """
@@ -33,8 +39,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from tunewise import stoppers as stop_rules
 from tunewise.errors import InputError
-from tunewise.state import Snapshot, TaskView
+from tunewise.state import Cost, Snapshot, TaskView
 from tunewise.timebudget import SlotPace
 
 
@@ -105,13 +112,16 @@ class Ledger:
     so far in seconds (earlier sessions of the run included); ``seconds_left(snapshot)``, when given, is a
     further time limit of the driver's (a whole command's deadline); ``pace`` sizes slots under a time limit,
     ``searching(task, n)`` telling it whether such a slot would run the expensive search. Tasks in
-    ``exhausted`` are finished from the start.
+    ``exhausted`` are finished from the start. ``stoppers`` are stop rules (instances or names, see
+    :func:`tunewise.stoppers.create`); ``joules()``, when given, is the energy the run has used so far
+    (:meth:`tunewise.energy.EnergyMeter.read`), which they see in the run's :meth:`cost`.
     """
 
     def __init__(self, tasks: Sequence, scheduler, budget: Budget, *, trials_per_slot: int = 16,
                  clock: Callable[[], float], seconds_left: Callable[[Snapshot], float] | None = None,
                  pace: SlotPace | None = None, searching: Callable[[int, int], bool] | None = None,
-                 exhausted: Iterable[int] = ()):
+                 exhausted: Iterable[int] = (), stoppers: Iterable = (),
+                 joules: Callable[[], float] | None = None):
         if trials_per_slot <= 0:
             raise InputError(f"trials per slot must be positive, got {trials_per_slot}")
         self.tasks = tuple(tasks)
@@ -122,6 +132,11 @@ class Ledger:
         self.pace = pace
         self._seconds_left = seconds_left
         self._searching = searching or (lambda task, n: False)
+        self.stoppers = tuple(stop_rules.create(rule) for rule in stoppers)
+        self._joules = joules
+        self._retired = getattr(scheduler, "retired", None)
+        self.stopped_by: str | None = None  # the reason of the stop rule that ended the run
+        self.measured: list[tuple[float, float]] = []  # (elapsed, model latency) the driver measured
         self._progress = [_Progress() for _ in self.tasks]
         for k in exhausted:
             self._progress[k].finished = True
@@ -135,13 +150,14 @@ class Ledger:
 
     def snapshot(self) -> Snapshot:
         """The run now, frozen."""
-        views = tuple(
-            TaskView(i, t.name, t.weight, t.flops, t.default_latency, tuple(p.best_history),
-                     tuple(p.trials_history), p.trials, p.failures, p.finished)
-            for i, (t, p) in enumerate(zip(self.tasks, self._progress, strict=True)))
+        views = tuple(self._view(i) for i in range(len(self.tasks)))
         b = self.budget
         return Snapshot(views, self.clock(), self.trials, self.slots, self.trials_per_slot, b.max_trials,
-                        b.per_task_trials, tuple(self.history))
+                        b.per_task_trials, tuple(self.history), tuple(self.measured))
+
+    def cost(self) -> Cost:
+        """What the run has spent so far: tuning seconds, trials, and joules when ``joules`` was given."""
+        return Cost(self.clock(), self.trials, None if self._joules is None else self._joules())
 
     def best(self, task: int) -> float:
         """Task ``task``'s best latency so far (``inf`` while none is valid)."""
@@ -161,7 +177,7 @@ class Ledger:
         if (b.max_trials is not None and self.trials >= b.max_trials) or self.seconds_left() <= 0:
             return None
         snapshot = self.snapshot()
-        if not snapshot.live:
+        if not snapshot.live or self._stopped(snapshot):
             return None
         task = self._decide(snapshot)
         self.decision_seconds += self.last_decision
@@ -200,9 +216,34 @@ class Ledger:
         self.trials += len(latencies)
         b = self.budget
         if (exhausted or (b.per_task_trials is not None and progress.trials >= b.per_task_trials)
-                or (b.patience is not None and progress.since_improvement >= b.patience)):
+                or (b.patience is not None and progress.since_improvement >= b.patience)
+                or (self._retired is not None and self._retired(self._view(slot.task)))):
             progress.finished = True
         self.history.append((self.clock(), self.snapshot().estimated_latency()))
+
+    def tell_model_latency(self, latency: float) -> None:
+        """The whole model, built with the best schedules so far, ran in ``latency`` seconds (``inf``: it
+        failed) now: kept in the snapshot's ``measured`` for the stop rules, which prefer it to the
+        estimate."""
+        if not latency > 0:
+            raise ValueError(f"a model latency must be > 0 seconds (inf for a failure), got {latency!r}")
+        self.measured.append((self.clock(), latency))
+
+    def _view(self, i: int) -> TaskView:
+        t, p = self.tasks[i], self._progress[i]
+        return TaskView(i, t.name, t.weight, t.flops, t.default_latency, tuple(p.best_history),
+                        tuple(p.trials_history), p.trials, p.failures, p.finished)
+
+    def _stopped(self, snapshot: Snapshot) -> bool:
+        if not self.stoppers:
+            return False
+        cost = self.cost()
+        for rule in self.stoppers:
+            reason = rule.check(snapshot, cost)
+            if reason is not None:
+                self.stopped_by = reason
+                return True
+        return False
 
     def _decide(self, snapshot: Snapshot, *, check: bool = True) -> int | None:
         tick = time.perf_counter()

@@ -122,17 +122,19 @@ def _from_json(x: float | None) -> float:
 class Replay:
     """What a replay did: the model-latency curve ``history`` (``(elapsed s, sum(weight * min(best,
     default)))`` at the start and after every slot, as :attr:`tunewise.session.Session.history`), the task
-    of every slot, the seconds each decision was charged, and the last snapshot."""
+    of every slot, the seconds each decision was charged, the last snapshot, and the reason of the stop rule
+    that ended it (``None`` when none did)."""
 
     history: tuple[tuple[float, float], ...]
     picks: tuple[int, ...]
     decision_times: tuple[float, ...]
     final: Snapshot
+    stopped_by: str | None = None
 
 
 def replay(trace: Trace, scheduler, *, seed_index: int, trials_per_slot: int = 16, max_trials: int | None = None,
            time_budget: float | None = None, per_task_trials: int | None = None, patience: int | None = None,
-           decision_cost: float | None = None) -> Replay:
+           decision_cost: float | None = None, stoppers=(), watts: float | None = None) -> Replay:
     """Simulate :meth:`tunewise.session.Session.run` on ``trace.runs[seed_index]`` with ``scheduler`` (anything
     with a :class:`~tunewise.schedulers.TaskScheduler`'s ``next(snapshot)``).
 
@@ -150,6 +152,11 @@ def replay(trace: Trace, scheduler, *, seed_index: int, trials_per_slot: int = 1
     ``decision_cost`` gives the seconds to charge per decision instead (``0.0`` leaves the scheduler's
     overhead out, and makes the replay deterministic). Raises ``RuntimeError`` if the scheduler chooses a
     finished task.
+
+    ``stoppers`` are stop rules (:mod:`tunewise.stoppers`), asked before every slot on the simulated clock as
+    the session's ledger asks them; a trace records no energy, so the run's joules are ``watts`` times its
+    simulated seconds when ``watts`` is given, else unknown (an energy budget then raises
+    :class:`~tunewise.errors.InputError`).
     """
     if trials_per_slot <= 0:
         raise ValueError(f"trials_per_slot must be positive, got {trials_per_slot}")
@@ -157,7 +164,8 @@ def replay(trace: Trace, scheduler, *, seed_index: int, trials_per_slot: int = 1
     budget = Budget(max_trials, time_budget, per_task_trials, patience)
     clock = [0.0]
     ledger = Ledger(trace.tasks, scheduler, budget, trials_per_slot=trials_per_slot, clock=lambda: clock[0],
-                    exhausted=[k for k, run in enumerate(runs) if not run.latencies])
+                    exhausted=[k for k, run in enumerate(runs) if not run.latencies], stoppers=stoppers,
+                    joules=None if watts is None else (lambda: watts * clock[0]))
     used = [0] * len(trace.tasks)
     picks: list[int] = []
     decisions: list[float] = []
@@ -176,7 +184,7 @@ def replay(trace: Trace, scheduler, *, seed_index: int, trials_per_slot: int = 1
         ledger.tell(slot, latencies, exhausted=used[slot.task] >= len(run.latencies))
         picks.append(slot.task)
         decisions.append(decision)
-    return Replay(tuple(ledger.history), tuple(picks), tuple(decisions), ledger.snapshot())
+    return Replay(tuple(ledger.history), tuple(picks), tuple(decisions), ledger.snapshot(), ledger.stopped_by)
 
 
 def time_to_reach(history, goal: float) -> float | None:

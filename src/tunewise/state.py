@@ -2,7 +2,8 @@
 
 A :class:`Snapshot` is an immutable value built by the session after every slot. It holds, per task, the
 static facts (weight, FLOPs, default latency) and what tuning has found so far (best latency after each
-of the task's slots, trials and failures used, whether the task is finished), plus the run-wide counters.
+of the task's slots, trials and failures used, whether the task is finished), plus the run-wide counters and
+the whole-model latencies a driver measured. :class:`Cost` is what the run has spent so far.
 Nothing in here touches TVM, so every decision made from a snapshot can be tested and replayed without it.
 
 Latencies are in seconds; ``math.inf`` means "no valid measurement yet".
@@ -58,7 +59,9 @@ class TaskView:
 class Snapshot:
     """The whole run at one instant: tasks, counters and the budget they are measured against.
 
-    ``per_task_trials`` and ``max_trials`` are ``None`` when that budget is not set.
+    ``per_task_trials`` and ``max_trials`` are ``None`` when that budget is not set. ``measured`` holds the
+    whole-model latencies the driver measured (:meth:`tunewise.ledger.Ledger.tell_model_latency`), in time
+    order; empty while none was.
     """
 
     tasks: tuple[TaskView, ...]
@@ -69,6 +72,7 @@ class Snapshot:
     max_trials: int | None = None
     per_task_trials: int | None = None
     history: tuple[tuple[float, float], ...] = field(default=())  # (elapsed s, estimated model latency s)
+    measured: tuple[tuple[float, float], ...] = field(default=())  # (elapsed s, measured model latency s)
 
     @property
     def live(self) -> tuple[TaskView, ...]:
@@ -78,3 +82,13 @@ class Snapshot:
     def estimated_latency(self) -> float:
         """Model latency estimate: the weighted sum of each task's current latency."""
         return sum(t.weight * t.current_latency for t in self.tasks)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a run has spent so far: tuning ``seconds``, ``trials`` measured, and ``joules`` of energy (``None``
+    when the driver does not meter energy)."""
+
+    seconds: float = 0.0
+    trials: int = 0
+    joules: float | None = None

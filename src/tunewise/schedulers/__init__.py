@@ -20,6 +20,7 @@ from tunewise.schedulers._gradient import Gradient
 from tunewise.schedulers._random import Random
 from tunewise.schedulers._round_robin import RoundRobin
 from tunewise.schedulers._sequential import Sequential
+from tunewise.schedulers._survey import Survey
 
 __all__ = [
     "DEFAULT",
@@ -31,6 +32,7 @@ __all__ = [
     "Random",
     "RoundRobin",
     "Sequential",
+    "Survey",
     "TaskScheduler",
     "create",
     "create_seeded",
@@ -48,6 +50,7 @@ _REGISTRY: dict[str, type[TaskScheduler]] = {
     "dynatune": DynaTune,
     "dynatune-egreedy": DynaTuneEpsilonGreedy,
     "dynatune-softmax": DynaTuneSoftmax,
+    "survey": Survey,
 }
 
 

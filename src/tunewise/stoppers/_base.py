@@ -1,0 +1,58 @@
+"""The stop-rule contract."""
+
+from __future__ import annotations
+
+import abc
+import math
+
+from tunewise.state import Cost, Snapshot
+
+
+class StopRule(abc.ABC):
+    """Decides whether the whole run is over.
+
+    Contract:
+
+    - The ledger calls :meth:`check` before every slot it hands out (:meth:`tunewise.ledger.Ledger.ask`), once
+      its own budgets allow one more slot and some task is live, with a frozen
+      :class:`~tunewise.state.Snapshot` of the run and the run's :class:`~tunewise.state.Cost` so far. Rules
+      are asked in the order given; the first that returns a reason ends the run, and the rules after it are
+      not asked. A slot that has started is never cut short.
+    - A rule never builds, measures or records, and never mutates the snapshot. It may keep private state, but
+      only state derived from the snapshots and costs it was shown, so one instance serves one run.
+    - It decides from the model latency and the cost, never from the scheduler's state, so it works with every
+      scheduler. The model latency is the latest one the driver measured (``snapshot.measured``) when there
+      is one, else the snapshot's :meth:`~tunewise.state.Snapshot.estimated_latency`.
+    - :meth:`check` returns ``None`` while the run goes on, and a one-line reason, shown to the user, when
+      it is over. A rule that needs a cost the driver does not give (``cost.joules is None``) raises
+      :class:`~tunewise.errors.InputError`.
+    - Constructors take keyword-only arguments, stored unchanged, and raise ``ValueError`` on bad values.
+    """
+
+    @abc.abstractmethod
+    def check(self, snapshot: Snapshot, cost: Cost) -> str | None:
+        """``None`` while the run goes on; why it is over, in one line, once it is."""
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({args})"
+
+
+def positive(name: str, value: object, *, integer: bool = False) -> None:
+    """Raise ``ValueError`` unless ``value`` is a finite number > 0 (an ``int`` when ``integer``)."""
+    kinds = (int,) if integer else (int, float)
+    if not isinstance(value, kinds) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive {'integer' if integer else 'number'}, got {value!r}")
+
+
+def model_latency(snapshot: Snapshot) -> tuple[float, str]:
+    """The run's model latency and where it comes from: the latest measured one (``"measured"``) when the
+    driver told one, else the snapshot's estimate (``"estimated"``)."""
+    if snapshot.measured:
+        return snapshot.measured[-1][1], "measured"
+    return snapshot.estimated_latency(), "estimated"
+
+
+def milliseconds(seconds: float) -> str:
+    """``seconds`` as milliseconds for a reason text: ``0.0123`` -> ``"12.3 ms"``."""
+    return f"{seconds * 1e3:.4g} ms"
