@@ -41,8 +41,8 @@ def tiny_mlp(host_target, measurer):
 def tuned_store(tiny_mlp, measurer, tmp_path_factory):
     """A SQLite store with two short real tuning runs of tiny-mlp, of different schedulers.
 
-    Returns ``(store, [session 1, session 2], events of session 1)``: round-robin with 20 trials (at most
-    12 a task, 6 a slot), then random with 6 (3 a slot).
+    Returns ``(store, [first session, second session], events of the first)``: round-robin with 20 trials
+    (at most 12 a task, 6 a slot), then random with 6 (3 a slot).
     """
     from tunewise import schedulers, session, stores
 

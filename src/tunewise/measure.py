@@ -1,14 +1,14 @@
 """Building and measuring candidates: a persistent builder pool and MetaSchedule's local runner.
 
 The stock ``LocalBuilder`` starts a fresh process pool for every batch and each fresh worker imports all
-tensor intrinsics (40-70 s here), so every build times out. :class:`BuilderPool` starts its workers once per
+tensor intrinsics (40-70 s on a 2-core VM), so every build times out. :class:`BuilderPool` starts its workers once per
 run; they import TVM (5 s) and nothing else, and build with :func:`tunewise.tvm_env.build_candidate`.
 Candidates are measured one by one by MetaSchedule's ``LocalRunner`` (a persistent worker process), so each
 trial gets its own run seconds, timed by an evaluator (:mod:`tunewise.runners`: AdaTune's adaptive one by
 default, or MetaSchedule's fixed one) that is told the task's best latency so far before every candidate.
 
 With ``overlap=True`` a candidate is measured as soon as it is built while the rest of the batch is still
-building. It is off by default: on this 2-core machine (``bench/overlap.py``, 32 ResNet-18 conv candidates)
+building. It is off by default: on a 2-core machine (``bench/overlap.py``, 32 ResNet-18 conv candidates)
 overlapping made the measured latencies a median 177 % higher than building first (noise floor between
 two non-overlapped passes: 10 %) and saved only 7 % of the batch's wall time.
 """

@@ -1,4 +1,4 @@
-"""Compilation targets: the host CPU by default, with its real ``mcpu`` (worth 3.5x on a matmul here).
+"""Compilation targets: the host CPU by default, with its real ``mcpu`` (worth 3.5x on a matmul).
 
 A target is given as ``None``/``"host"``/``"llvm"`` (this machine's CPU: kind llvm, its ``mcpu`` and core
 count), as a JSON object (``'{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}'``, taken as is), or as

@@ -1,7 +1,7 @@
 """Importing TVM the fast way, and building one candidate without the 40-70 s tensor-intrinsic import.
 
 ``import tvm.s_tir.tensor_intrin`` registers the tensor intrinsics of every backend (CUDA alone takes ~48 s
-here), and both ``TuneContext`` and the stock builder import it. A CPU target needs at most the x86 ones. So
+on a 2-core VM), and both ``TuneContext`` and the stock builder import it. A CPU target needs at most the x86 ones. So
 before anything imports the package, :func:`prepare` registers an empty ``tvm.s_tir.tensor_intrin`` package
 object that still finds its submodules, and imports only the submodules the target kind uses. For a CUDA or
 ROCm target it imports the real package, as the stock path does.
