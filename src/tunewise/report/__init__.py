@@ -11,13 +11,22 @@
 from __future__ import annotations
 
 from tunewise.errors import InputError
-from tunewise.report._html import failures_figure, latency_figure, task_figure, timeline_figure, write_page
+from tunewise.report._html import (
+    COMPILED,
+    failure_kind,
+    failures_figure,
+    latency_figure,
+    task_figure,
+    timeline_figure,
+    write_page,
+)
 from tunewise.report._plot import figure
 from tunewise.report._summary import Failure, RunSummary, TaskSummary, summarize
 from tunewise.report._text import run_table, runs_table
 
-__all__ = ["Failure", "RunSummary", "TaskSummary", "failures_figure", "figure", "latency_figure", "run_table",
-           "runs_table", "summarize", "task_figure", "timeline_figure", "write", "write_page"]
+__all__ = ["COMPILED", "Failure", "RunSummary", "TaskSummary", "failure_kind", "failures_figure", "figure",
+           "latency_figure", "run_table", "runs_table", "summarize", "task_figure", "timeline_figure", "write",
+           "write_page"]
 
 #: The file name endings :func:`write` takes.
 SUFFIXES = (".html", ".png", ".svg", ".pdf")
