@@ -55,7 +55,7 @@ def _task_curves(ax, summaries: list[RunSummary]) -> None:
     ax.set(xlabel="trials of the task (0: default schedule)", ylabel="best latency (ms)", yscale="log",
            title="per-task best latency" + heaviest)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(handles=handles, fontsize=6, ncol=2)
+    ax.legend(handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
 
 
 def _grouped_bars(ax, summaries: list[RunSummary], value, xlabel: str) -> None:
