@@ -88,7 +88,8 @@ def latency_figure(summaries: list[RunSummary]):
                                           f"<extra>{group}</extra>")
     fig.update_layout(title="model latency vs tuning time", xaxis_title="tuning time (s)",
                       yaxis={"title": "latency (ms, log scale)", "type": "log"}, hovermode="closest",
-                      legend={"title": "click to hide, double-click to isolate"}, height=520)
+                      legend={"title": "click to hide, double-click to isolate", "groupclick": "toggleitem"},
+                      height=520)
     return fig
 
 
@@ -128,9 +129,10 @@ def timeline_figure(summary: RunSummary):
         base=[max(0.0, c.elapsed - c.seconds) for c in slots],
         y=[task_label(c.task, names.get(c.task, "?")) for c in slots],
         marker_color=[_color(0) if c.trials else "lightgrey" for c in slots],
-        customdata=[[c.slot, names.get(c.task, "?"), c.trials, _ms(c.latency)] for c in slots],
-        hovertemplate="slot %{customdata[0]}: <b>%{customdata[1]}</b><br>%{customdata[2]} trials in %{x:.2f} s "
-                      "from %{base:.1f} s<br>model estimate after it: %{customdata[3]:.4f} ms<extra></extra>"))
+        customdata=[[c.slot, names.get(c.task, "?"), c.trials, _ms(c.latency), c.elapsed] for c in slots],
+        hovertemplate="slot %{customdata[0]}: <b>%{customdata[1]}</b><br>%{customdata[2]} trials in %{x:.2f} s, "
+                      "ending at %{customdata[4]:.1f} s<br>model estimate after it: %{customdata[3]:.4f} ms"
+                      "<extra></extra>"))
     fig.update_layout(title=f"scheduler timeline ({len(slots)} slots)", xaxis_title="tuning time (s)",
                       yaxis={"categoryorder": "array", "categoryarray": rows, "autorange": "reversed",
                              "tickfont": {"size": 10}},
