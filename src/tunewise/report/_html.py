@@ -133,7 +133,7 @@ def timeline_figure(summary: RunSummary):
         hovertemplate="slot %{customdata[0]}: <b>%{customdata[1]}</b><br>%{customdata[2]} trials in %{x:.2f} s, "
                       "ending at %{customdata[4]:.1f} s<br>model estimate after it: %{customdata[3]:.4f} ms"
                       "<extra></extra>"))
-    fig.update_layout(title=f"scheduler timeline ({len(slots)} slots)", xaxis_title="tuning time (s)",
+    fig.update_layout(title=f"scheduler timeline (slots: {len(slots)})", xaxis_title="tuning time (s)",
                       yaxis={"categoryorder": "array", "categoryarray": rows, "autorange": "reversed",
                              "tickfont": {"size": 10}},
                       height=min(1400, max(300, 18 * len(rows) + 140)), showlegend=False)
