@@ -99,7 +99,7 @@ def test_runs_show_report_and_records(capsys, tuned_store, tmp_path):
     table = capsys.readouterr().out
     assert "20 trials" in table and "fused_matmul_add_relu" in table and "latency %" in table
     assert cli.main(["report", first, second, "-o", str(tmp_path / "r.html"), "--store", store.url]) == 0
-    assert "data:image/png" in (tmp_path / "r.html").read_text()
+    assert "class='tunewise-figure'" in (tmp_path / "r.html").read_text()
     capsys.readouterr()
     measured = sum(bool(t.run_secs) for t in store.get_trials(int(first)))
     assert cli.main(["records", "export", first, str(tmp_path / "ms"), "--store", store.url]) == 0

@@ -93,7 +93,8 @@ def _parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="plot runs (several: on the same axes) to an .html or .png file")
     report.add_argument("runs", nargs="+", metavar="RUN")
-    report.add_argument("--output", "-o", required=True, help="report file: .html (tables + plots), .png, .svg")
+    report.add_argument("--output", "-o", required=True,
+                        help="report file: .html (interactive page, plotly.js written beside it), .png, .svg, .pdf")
     _store_option(report)
 
     records = sub.add_parser("records", help="MetaSchedule JSON databases in and out of the store")
@@ -282,6 +283,7 @@ def _cmd_report(args) -> int:
     from tunewise import destinations, report
 
     runs = [_whole("RUN", run) for run in args.runs]
+    report.check_suffix(args.output)
     destinations.check_file(args.output, "report")
     store = _open_store(args)
     summaries = [report.summarize(store, run) for run in runs]

@@ -64,9 +64,38 @@ def test_report_files(synthetic, tmp_path):
     assert report.write(summaries, str(tmp_path / "r.png")) == str(tmp_path / "r.png")
     assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = open(report.write(summaries, str(tmp_path / "r.html"))).read()
-    assert page.count("data:image/png;base64,") == 1 and page.count("<pre>") == 2 and "dense" in page
+    assert page.count("class='tunewise-figure'") == 1 + 3 * 2 and page.count("<pre>") == 2 and "dense" in page
     with pytest.raises(InputError, match=".html, .png"):
         report.write(summaries, str(tmp_path / "r.txt"))
+
+
+def _many_tasks(tasks: int, runs: int):
+    """``runs`` runs of ``tasks`` tasks whose names share a 34-character prefix, each task measured once."""
+    store = stores.create("sqlite://")
+    w = store.commit_workload("0000000000000001", "W", lambda other: other == "W")
+    for _ in range(runs):
+        run = store.create_run("m", "cpu", "gradient", {})
+        store.add_tasks(run, [StoredTask(k, f"fused_conv2d_add_relu_nchw_kernel_{k}", w, 1 + k % 4, 1e6,
+                                         (1 + k) * 1e-3) for k in range(tasks)])
+        for k in range(tasks):
+            store.add_trials(run, [StoredTrial(w, _record(), ((1 + k) * 5e-4,), task=k, slot=k)],
+                             Checkpoint(k, k, 1, k + 1.0, 1.0, 1e-3))
+    return [report.summarize(store, run.id) for run in store.get_runs()]
+
+
+@pytest.mark.parametrize("runs", [1, 2])
+def test_every_task_line_of_the_figure_is_named(runs):
+    summaries = _many_tasks(14, runs)
+    task_ax = report.figure(summaries).axes[1]
+    lines = task_ax.get_lines()
+    legend = {handle.get_color(): text.get_text() for handle, text in
+              zip(task_ax.get_legend().legend_handles, task_ax.get_legend().get_texts(), strict=True)
+              if handle.get_linestyle() == "-" and handle.get_color() != "black"}
+    heaviest = sorted(summaries[0].tasks, key=lambda t: -t.latency_share)[:10]
+    assert len(lines) == 10 * runs and len(set(legend.values())) == len(legend) == 10  # one name per colour
+    assert sorted(legend.values()) == sorted(f"#{t.index} {t.name}" for t in heaviest)
+    assert {line.get_color() for line in lines} == set(legend)
+    assert "the 10 heaviest of 14 tasks" in task_ax.get_title()
 
 
 @pytest.mark.tvm

@@ -1,4 +1,5 @@
-"""Reports of tuning runs, read from the store: tables (``tunewise runs``/``show``) and plots (``report``).
+"""Reports of tuning runs, read from the store: tables (``tunewise runs``/``show``), an interactive HTML page
+(plotly) and a static figure (matplotlib) (``report``).
 
 >>> from tunewise import stores
 >>> store = stores.create("sqlite://")
@@ -9,34 +10,40 @@
 
 from __future__ import annotations
 
-import base64
-import html
-import io
-
 from tunewise.errors import InputError
+from tunewise.report._html import (
+    COMPILED,
+    failure_kind,
+    failures_figure,
+    latency_figure,
+    task_figure,
+    timeline_figure,
+    write_page,
+)
 from tunewise.report._plot import figure
-from tunewise.report._summary import RunSummary, TaskSummary, summarize
+from tunewise.report._summary import Failure, RunSummary, TaskSummary, summarize
 from tunewise.report._text import run_table, runs_table
 
-__all__ = ["RunSummary", "TaskSummary", "figure", "run_table", "runs_table", "summarize", "write"]
+__all__ = ["COMPILED", "Failure", "RunSummary", "TaskSummary", "failure_kind", "failures_figure", "figure",
+           "latency_figure", "run_table", "runs_table", "summarize", "task_figure", "timeline_figure", "write",
+           "write_page"]
+
+#: The file name endings :func:`write` takes.
+SUFFIXES = (".html", ".png", ".svg", ".pdf")
+
+
+def check_suffix(path: str) -> None:
+    """Raise :class:`InputError` unless ``path`` ends with one of :data:`SUFFIXES`."""
+    if not path.endswith(SUFFIXES):
+        raise InputError(f"cannot write a report to {path}: name an .html, .png, .svg or .pdf file")
 
 
 def write(summaries: list[RunSummary], path: str) -> str:
-    """Write the report of ``summaries`` to ``path``: an HTML page (``.html``: each run's table and the
-    figure) or the figure alone (``.png``, ``.svg``, ``.pdf``). Returns ``path``."""
-    if not path.endswith((".html", ".png", ".svg", ".pdf")):
-        raise InputError(f"cannot write a report to {path}: name an .html, .png, .svg or .pdf file")
-    fig = figure(summaries)
-    if not path.endswith(".html"):
-        fig.savefig(path, dpi=110)
-        return path
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=110)
-    tables = "\n".join(f"<h2>{html.escape(s.label)}</h2>\n<pre>{html.escape(chr(10).join(run_table(s)))}</pre>"
-                       for s in summaries)
-    with open(path, "w") as f:
-        f.write(f"<!doctype html>\n<html><head><meta charset='utf-8'><title>tunewise report</title></head>\n"
-                f"<body>\n<h1>tunewise report</h1>\n"
-                f"<img alt='report plots' src='data:image/png;base64,{base64.b64encode(png.getvalue()).decode()}'>\n"
-                f"{tables}\n</body></html>\n")
+    """Write the report of ``summaries`` to ``path``: the interactive page (``.html``, :func:`write_page`: the
+    plotly.js bundle is written beside it) or the static figure (``.png``, ``.svg``, ``.pdf``,
+    :func:`figure`). Returns ``path``."""
+    check_suffix(path)
+    if path.endswith(".html"):
+        return write_page(summaries, path)
+    figure(summaries).savefig(path, dpi=110)
     return path

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tunewise.stores import Run, Store
+from tunewise.stores import Artifact, Checkpoint, Run, Store
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,19 @@ class TaskSummary:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """A failed candidate: its task (``None`` for imported records), the kind of error the store gives it
+    (:data:`tunewise.measure.BUILD_ERROR`, ``RUN_ERROR``, ``TIMEOUT``) and the error's message."""
+
+    task: int | None
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
 class RunSummary:
-    """A run: its row, tasks, totals and model-latency curve ``(tuning seconds, estimate)``."""
+    """A run: its row, tasks, totals and model-latency curve ``(tuning seconds, estimate)``; its
+    ``checkpoints`` (one per scheduler decision), ``failed`` candidates and compiled ``artifacts``."""
 
     run: Run
     tasks: tuple[TaskSummary, ...]
@@ -41,6 +52,9 @@ class RunSummary:
     untuned: float
     estimate: float
     curve: tuple[tuple[float, float], ...]
+    checkpoints: tuple[Checkpoint, ...] = ()
+    failed: tuple[Failure, ...] = ()
+    artifacts: tuple[Artifact, ...] = ()
 
     @property
     def label(self) -> str:
@@ -76,4 +90,6 @@ def summarize(store: Store, run: int) -> RunSummary:
     estimate = estimate if stored_tasks else math.inf  # an import has no tasks: no model to estimate
     curve = ((0.0, untuned), *((c.elapsed, c.latency) for c in checkpoints if c.trials))
     return RunSummary(spec, tasks, len(trials), sum(t.error is not None for t in trials),
-                      checkpoints[-1].elapsed if checkpoints else 0.0, untuned, estimate, curve)
+                      checkpoints[-1].elapsed if checkpoints else 0.0, untuned, estimate, curve, tuple(checkpoints),
+                      tuple(Failure(t.task, t.error, t.message) for t in trials if t.error is not None),
+                      tuple(store.get_artifacts(run)))

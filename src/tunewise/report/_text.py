@@ -1,4 +1,5 @@
-"""Plain-text tables of runs and of one run's tasks (what ``tunewise runs`` and ``tunewise show`` print)."""
+"""Plain-text tables of runs and of one run's tasks (what ``tunewise runs`` and ``tunewise show`` print), and the
+labels of tasks in the plots."""
 
 from __future__ import annotations
 
@@ -11,6 +12,20 @@ from tunewise.report._summary import RunSummary
 def ms(seconds: float) -> str:
     """Seconds as milliseconds with 3 decimals, ``-`` for inf."""
     return f"{seconds * 1e3:.3f}" if math.isfinite(seconds) else "-"
+
+
+def short(name: str, chars: int = 40) -> str:
+    """``name`` cut in the middle to at most ``chars`` characters: task names that share a long prefix keep
+    the suffix that tells them apart (``fused_conv2d_add_relu_3``)."""
+    if len(name) <= chars:
+        return name
+    tail = (chars - 1) // 3
+    return f"{name[:chars - 1 - tail]}…{name[-tail:]}"
+
+
+def task_label(index: int, name: str) -> str:
+    """A task's label in legends and on axes: its index and its name, :func:`short` ened."""
+    return f"#{index} {short(name)}"
 
 
 def _ago(timestamp: float) -> str:
