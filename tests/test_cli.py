@@ -74,11 +74,11 @@ def test_tasks_tune_and_run_end_to_end(capsys, tmp_path):
     assert cli.main(["tune", "tiny-mlp", "--trials", "8", "--trials-per-slot", "4", "-o", out, "--store", url]) == 0
     summary = capsys.readouterr().out
     assert "match the reference" in summary and "PyTorch eager" in summary and "run 1" in summary
-    assert "onnxruntime " in summary and f"timed as         {timing.DESCRIPTION}" in summary
+    assert "onnxruntime " in summary and f"timed as         {timing.describe()}" in summary
     metadata = json.load(open(os.path.join(out, "metadata.json")))
     assert metadata["trials"] == 8 and metadata["model"] == "tiny-mlp" and metadata["run"] == 1
     assert metadata["inputs"] == [{"name": "x", "shape": [1, 64], "dtype": "float32"}]
-    assert metadata["timing"] == timing.DESCRIPTION and metadata["onnxruntime_latency_s"] > 0
+    assert metadata["timing"] == timing.describe() and metadata["onnxruntime_latency_s"] > 0
     store = stores.create(url)
     assert len(store.get_trials(1)) == 8 and store.get_run(1).status == stores.FINISHED
     assert store.get_artifacts(1)[0].metadata == metadata

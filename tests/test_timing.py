@@ -12,13 +12,20 @@ def test_a_slowdown_is_worded_as_a_slowdown():
     assert timing.relation(2.0, 1.0) == "2.0x slower"
 
 
+def test_slow_models_get_fewer_rounds_within_the_time_limit():
+    assert timing.rounds_for(0.001) == timing.ROUNDS  # rounds of 100 ms
+    assert timing.rounds_for(3.0) == 5  # 5 rounds of 3 s for each of two models: 30 s
+    assert timing.rounds_for(60.0) == timing.MIN_ROUNDS
+    assert timing.describe(5).startswith("in fresh processes, median of 5 rounds")
+
+
 def test_untuned_and_tuned_are_timed_in_one_fresh_process(tiny_mlp):
     import tvm
 
     model = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target)
     threads = tvm.runtime.num_threads()
-    first, second = timing.time_compiled(model, model, tiny_mlp.inputs)
-    assert 0 < first < 0.01 and 0 < second < 0.01
+    first, second, rounds = timing.time_compiled(model, model, tiny_mlp.inputs)
+    assert 0 < first < 0.01 and 0 < second < 0.01 and rounds == timing.ROUNDS
     assert 0.5 < first / second < 2  # the same model, timed the same way
     assert tvm.runtime.num_threads() == threads
 

@@ -5,7 +5,10 @@ runtime threads and measuring workers compete for the cores. So the untuned and 
 and timed together in one fresh process, in alternating rounds (untuned, tuned, untuned, ...) with the same
 settings, and the references (PyTorch eager, onnxruntime) in another fresh process that never imports TVM.
 Every latency is the median over :data:`ROUNDS` rounds of the mean call time in a round of at least
-:data:`ROUND_MS` milliseconds, after a warm-up call. :data:`DESCRIPTION` says so in the summary and metadata.
+:data:`ROUND_MS` milliseconds, after a warm-up call; the compiled models get fewer rounds (at least
+:data:`MIN_ROUNDS`) when one call of the slower one takes so long that the rounds would last over
+:data:`MAX_SECONDS` (an untuned model may take seconds a call). :func:`describe` says how, in the summary and
+the metadata.
 
 The references are what is cheap to run without the user's code: a zoo model is rebuilt in eager mode and
 exported to ONNX in the fresh process; a ``.pt2`` file's program runs eagerly (``ExportedProgram.module()``)
@@ -30,8 +33,21 @@ from dataclasses import dataclass
 import numpy as np
 
 ROUNDS = 10
+MIN_ROUNDS = 3
 ROUND_MS = 100
-DESCRIPTION = f"in fresh processes, median of {ROUNDS} rounds of >= {ROUND_MS} ms; untuned and tuned alternating"
+MAX_SECONDS = 30.0
+
+
+def describe(rounds: int = ROUNDS) -> str:
+    """How latencies timed with ``rounds`` rounds of the compiled models were timed."""
+    return (f"in fresh processes, median of {rounds} rounds of >= {ROUND_MS} ms; untuned and tuned alternating"
+            + ("" if rounds == ROUNDS else f"; references: {ROUNDS} rounds"))
+
+
+def rounds_for(call_seconds: float) -> int:
+    """Rounds of the compiled models when one call of the slower takes ``call_seconds``."""
+    per_round = 2 * max(call_seconds, ROUND_MS / 1e3)  # a round of each model
+    return max(MIN_ROUNDS, min(ROUNDS, int(MAX_SECONDS // per_round)))
 
 _log = logging.getLogger(__name__)
 
@@ -68,9 +84,9 @@ def _run_worker(spec: dict, directory: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def time_compiled(untuned, tuned, inputs) -> tuple[float, float]:
+def time_compiled(untuned, tuned, inputs) -> tuple[float, float, int]:
     """Median latencies (seconds) of two :class:`~tunewise.compile.CompiledModel` on ``inputs``, timed in
-    alternating rounds in one fresh process."""
+    alternating rounds in one fresh process, and the number of rounds (:func:`rounds_for`)."""
     with tempfile.TemporaryDirectory(prefix="tunewise-timing-") as directory:
         libraries = []
         for name, model in (("untuned", untuned), ("tuned", tuned)):
@@ -79,7 +95,7 @@ def time_compiled(untuned, tuned, inputs) -> tuple[float, float]:
         np.savez(os.path.join(directory, "inputs.npz"), *inputs)
         result = _run_worker({"kind": "tvm", "libraries": libraries, "target": str(tuned.target),
                               "inputs": os.path.join(directory, "inputs.npz")}, directory)
-    return result["latencies"][0], result["latencies"][1]
+    return result["latencies"][0], result["latencies"][1], result["rounds"]
 
 
 def _reference_spec(source, example_inputs, seed: int, directory: str) -> dict | None:
@@ -152,16 +168,18 @@ def _time_tvm(spec: dict, inputs: list[np.ndarray]) -> dict:
     target = tvm.target.Target(json.loads(spec["target"]))
     device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
     tvm_env.use_target_threads(target)
-    evaluators, args = [], [tvm.runtime.tensor(x, device) for x in inputs]
+    evaluators, args, slowest = [], [tvm.runtime.tensor(x, device) for x in inputs], 0.0
     for library in spec["libraries"]:
         vm = relax.VirtualMachine(tvm.runtime.load_module(library), device)
         evaluators.append(vm.time_evaluator("main", device, number=1, repeat=1, min_repeat_ms=ROUND_MS))
-        evaluators[-1](*args)  # warm-up
+        start = time.perf_counter()
+        vm["main"](*args)  # warm-up
+        slowest = max(slowest, time.perf_counter() - start)
     rounds: list[list[float]] = [[] for _ in evaluators]
-    for _ in range(ROUNDS):
+    for _ in range(rounds_for(slowest)):
         for samples, evaluator in zip(rounds, evaluators, strict=True):
             samples.append(float(evaluator(*args).mean))
-    return {"latencies": [statistics.median(samples) for samples in rounds]}
+    return {"latencies": [statistics.median(samples) for samples in rounds], "rounds": len(rounds[0])}
 
 
 def _time_references(spec: dict, inputs: list[np.ndarray]) -> dict:

@@ -69,7 +69,7 @@ class TuneResult:
     run: int | None = None  # the run's id in the store
     phase_seconds: dict[str, float] = field(default_factory=dict)  # wall time of import, extract, tune, compile
     onnxruntime_latency: float | None = None
-    timing: str = timings.DESCRIPTION  # how the latencies were timed
+    timing: str = timings.describe()  # how the latencies were timed
 
 
 def torch_latency(model, example_inputs, *, repeat: int = 30) -> float:
@@ -291,7 +291,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
     max_error = compiler.verify(compiled, model.inputs, model.reference_outputs)
     reporter.phase("timing the untuned and tuned models" + (" and the references" if compare_torch else "")
                    + " in fresh processes")
-    untuned_latency, tuned_latency = timings.time_compiled(untuned, compiled, model.inputs)
+    untuned_latency, tuned_latency, rounds = timings.time_compiled(untuned, compiled, model.inputs)
     eager, onnxruntime = (timings.time_references(source, model.inputs, example_inputs=example_inputs, seed=seed)
                           if compare_torch else (None, None))
     failures = sum(t.failures for t in final.tasks)
@@ -299,7 +299,7 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
         model=model.name, graph_level=level, scheduler=type(scheduler).__name__, run=run,
         **compiler.io_metadata(model.inputs, model.reference_outputs, model.mod),
         latency_s=tuned_latency, untuned_latency_s=untuned_latency, torch_eager_latency_s=eager,
-        onnxruntime_latency_s=onnxruntime, timing=timings.DESCRIPTION,
+        onnxruntime_latency_s=onnxruntime, timing=timings.describe(rounds),
         trials=final.trials, failures=failures, tuning_seconds=final.elapsed, max_relative_error=max_error,
         evaluator=settings.get("evaluator", "fixed"), cost_model=cost_model_name, shared_trials=loop.shared,
         latency_estimate_history=[list(point) for point in loop.history],
@@ -311,4 +311,5 @@ def _tune(source, store, run: int | None, settings: dict, scheduler, target, exa
     phases["compile"] = time.perf_counter() - start - sum(phases.values())
     return TuneResult(output, model.name, len(model.tasks), final.trials, failures, final.elapsed,
                       loop.decision_seconds, untuned_latency, tuned_latency, final.estimated_latency(),
-                      max_error, eager, loop.shared, tuple(loop.history), run, phases, onnxruntime)
+                      max_error, eager, loop.shared, tuple(loop.history), run, phases, onnxruntime,
+                      timings.describe(rounds))
