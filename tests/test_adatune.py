@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
+import numpy as np
 import pytest
 
 from tunewise import cost_models, runners, schedulers, session, stores
@@ -45,3 +47,19 @@ def test_the_forest_ranked_the_second_slot(tuned):
     assert model.forest_ is not None and len(model.forest_.forest_.estimators_) == 10
     assert [len(latencies) for _, latencies in model._data.values()] == [4, 4]
     assert model.exploration_ == 0.5  # the second task had nothing measured yet: the cap
+
+
+
+def test_the_forest_ranks_the_measured_candidates_in_their_measured_order(tuned):
+    _, _, model, *_ = tuned
+    # pairs of one task's candidates whose measured latencies differ by half or more (timing noise here is a
+    # few percent): the refitted forest predicts the faster one the higher normalised throughput
+    pairs = 0
+    for features, latencies in model._data.values():
+        predicted = model.forest_.predict(np.asarray(features))
+        for i, j in itertools.combinations(range(len(latencies)), 2):
+            if latencies[i] > 1.5 * latencies[j] or latencies[j] > 1.5 * latencies[i]:
+                faster, slower = (i, j) if latencies[i] < latencies[j] else (j, i)
+                assert predicted[faster] > predicted[slower], (latencies, predicted)
+                pairs += 1
+    assert pairs >= 3

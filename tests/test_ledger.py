@@ -5,6 +5,7 @@ import math
 import pytest
 
 from tunewise import schedulers
+from tunewise.lab.synthetic import synthetic
 from tunewise.ledger import Budget, Ledger, Slot
 from tunewise.replay import TaskRun, Trace, TraceTask, replay
 from tunewise.state import Snapshot
@@ -102,6 +103,45 @@ def test_recorded_slots_are_shown_to_the_scheduler_and_numbered_before_new_ones(
     assert slot == Slot(4, 1, 2, slot.decision_seconds)  # the scheduler's own third choice, numbered after 3
     assert [s.trials for s in book.scheduler.seen] == [0, 2, 4]
     assert book.decisions == 3 and book.snapshot().tasks[0].best == 1e-3
+
+
+@pytest.mark.parametrize("name", ["dynatune", "dynatune-egreedy", "dynatune-softmax"])
+def test_a_resumed_run_makes_the_uninterrupted_runs_decisions(name):
+    # a run of 14 slots on a synthetic trace, its clock the trials' recorded costs; then a fresh ledger and a
+    # fresh scheduler told its first 6 slots as recorded ones, on the same clock, and asked for the rest
+    trace = synthetic(n_tasks=4, trials=160, seeds=1, seed=2)
+    runs, budget = trace.runs[0], Budget(max_trials=14 * 8)
+    fast = {"n_walkers": 8, "n_steps": 40, "burn_in": 20, "thin": 2}
+    options = {"dynatune-egreedy": {"epsilon": 0.3}, "dynatune-softmax": {"temperature": 1.0}}.get(name, {})
+
+    def start():
+        now = [0.0]
+        scheduler = schedulers.create_seeded(name, 7, **fast, **options)
+        return Ledger(trace.tasks, scheduler, budget, trials_per_slot=8, clock=lambda: now[0]), now, [0] * 4
+
+    def measure(slot, now, used):
+        latencies = runs[slot.task].latencies[used[slot.task]:used[slot.task] + slot.n]
+        now[0] += sum(runs[slot.task].costs[used[slot.task]:used[slot.task] + slot.n])
+        used[slot.task] += slot.n
+        return latencies
+
+    book, now, used = start()
+    slots = []
+    while (slot := book.ask()) is not None:
+        book.tell(slot, measure(slot, now, used))
+        slots.append(slot)
+    picks = [slot.task for slot in slots]
+    assert len(picks) == 14 and len(set(picks[4:])) > 1  # past the warm-up, more than one task is chosen
+
+    resumed, now, used = start()
+    for slot in slots[:6]:
+        resumed.tell(resumed.recorded(slot.index, slot.task, slot.n), measure(slot, now, used))
+    rest = []
+    while (slot := resumed.ask()) is not None:
+        resumed.tell(slot, measure(slot, now, used))
+        rest.append(slot)
+    assert [(s.index, s.task, s.n) for s in slots[6:]] == [(s.index, s.task, s.n) for s in rest]
+    assert resumed.history == book.history and resumed.decisions == book.decisions
 
 
 def trace_of_run(store, run, tasks) -> Trace:

@@ -110,3 +110,39 @@ def test_a_trace_that_does_not_apply_transfers_nothing(twin, host_target):
     assert all(sharing.transfer(trace, second, host_target) is not None for trace in traces)
     # its post-processing steps look for the convolution's loops in an elementwise function: TVM raises
     assert all(sharing.transfer(trace, other, host_target) is None for trace in traces)
+
+
+@pytest.mark.tvm
+def test_dynatune_sees_the_transferred_trials_of_a_mate(twin, measurer):
+    from tunewise import session, stores
+    from tunewise.schedulers import DynaTune
+
+    class Watching(DynaTune):
+        """DynaTune that keeps every snapshot it is shown."""
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.seen = []
+
+        def next(self, snapshot):
+            self.seen.append(snapshot)
+            return super().next(snapshot)
+
+    model = twin.heaviest(2)
+    store = stores.create("sqlite://")
+    run = store.create_run(model.name, str(model.target), "dynatune", {})
+    scheduler = Watching(seed=0, n_walkers=8, n_steps=40, burn_in=20)
+    events = []
+    loop = session.Session(model, scheduler, session.Budget(max_trials=10), measurer, store, run, trials_per_slot=4,
+                           share=True, listeners=[lambda e, s: events.append(e)])
+    final = loop.run()
+    assert final.trials == 10 and len(store.get_trials(run)) == 10 and loop.shared == 2
+    # the warm-up gives each convolution a slot: the second one's is its mate's two best schedules, transferred
+    first, second = events[0], events[1]
+    assert first.shared == 0 and second.task != first.task and second.shared == second.trials == 2
+    transferred = [t.latency for t in loop.trials if t.task == second.task][:2]
+    assert all(math.isfinite(x) for x in transferred)
+    after = scheduler.seen[2].tasks[second.task]  # what the scheduler was shown for the third slot
+    assert after.trials == 2 and after.best_history == (min(transferred),)
+    assert set(scheduler.expected_reduction(scheduler.seen[2])) == {first.task, second.task}
+    assert len(scheduler.seen) == len(events) == 3  # 4 trials, 2 transferred, 4: the budget is spent

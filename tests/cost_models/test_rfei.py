@@ -50,13 +50,24 @@ def test_expected_improvement_scores_after_warm_up(space, tmp_path):
     model.update(context, candidates[:3], results(2e-3, 1e-3, None))
     assert model.forest_ is not None and model.forest_.forest_.n_features_in_ == 3 * 164
     scores = model.predict(context, candidates)
-    from tunewise.belief import expected_improvement
+    from scipy import stats
+
     from tunewise.cost_models._rfei import _features_of
 
-    mean, std = model.forest_.predict(_features_of(model.extractor, context, candidates), return_std=True)
-    ei = expected_improvement(mean, std, 1.0)  # the task has a valid measurement: best normalised = 1
-    np.testing.assert_allclose(scores, ei if ei.max() > 0 else mean)
-    assert np.all(scores >= 0) and model.exploration_ == 0.0
+    # the belief: scikit-learn's forest prediction and the spread of its trees; the best measured normalised
+    # throughput is 1 (the task has a valid measurement)
+    features = _features_of(model.extractor, context, candidates)
+    forest = model.forest_.forest_
+    mean = forest.predict(features)
+    std = np.std([tree.predict(features) for tree in forest.estimators_], axis=0)
+    assert np.all(std > 0) and np.all(mean < 1)  # EI is positive, and not the plain gain
+    # E[max(0, Y - 1)] for Y ~ N(mean, std^2): std * (z Phi(z) + phi(z)) with z = (mean - 1) / std ...
+    z = (mean - 1.0) / std
+    np.testing.assert_allclose(scores, std * (z * stats.norm.cdf(z) + stats.norm.pdf(z)), rtol=1e-9)
+    # ... and a Monte Carlo estimate of it (2e6 draws: relative error well under 1 %)
+    draws = np.random.default_rng(0).normal(mean, std, size=(2_000_000, len(mean)))
+    np.testing.assert_allclose(scores, np.maximum(draws - 1.0, 0.0).mean(axis=0), rtol=0.02)
+    assert model.exploration_ == 0.0
     # save and load: the same state and the same scores
     model.save(str(tmp_path / "rfei.pkl"))
     loaded = cost_models.create("rfei", warmup=3, max_exploration=0.0, seed=0)

@@ -1,7 +1,9 @@
 """The multi-stream module on CPU (its streams are no-ops there), the CUDA fallbacks, and GPU-only tests."""
 
 import copy
+import itertools
 
+import networkx as nx
 import pytest
 import torch
 from torch import nn
@@ -10,6 +12,7 @@ import tunewise.runtime
 from tunewise import zoo
 from tunewise.errors import InputError, ModelImportError
 from tunewise.runtime import AotEngine, EagerEngine, StreamedModule, aot, aot_training
+from tunewise.runtime.graph import export_program, operator_dag
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -36,14 +39,37 @@ def new_input(name: str) -> torch.Tensor:
     return zoo.get(name, seed=1)[1][0]
 
 
-@pytest.mark.parametrize("name, streams", [("tiny-cnn", 1), ("inception-cells", 13), ("transformer", 1)])
-def test_streamed_module_matches_eager_on_cpu(name, streams):
+def fewest_paths(dag: nx.DiGraph) -> int:
+    """The fewest vertex-disjoint paths of the transitive reduction that cover ``dag``: the node count minus a
+    maximum matching of the reduction's bipartite graph (Fulkerson), here with networkx's Eppstein matching."""
+    reduced = nx.transitive_reduction(dag)
+    bipartite = nx.Graph()
+    tops = [("out", node) for node in dag]
+    bipartite.add_nodes_from(tops)
+    bipartite.add_edges_from((("out", u), ("in", v)) for u, v in reduced.edges)
+    return dag.number_of_nodes() - len(nx.bipartite.eppstein_matching(bipartite, top_nodes=tops)) // 2
+
+
+@pytest.mark.parametrize("name", ["tiny-cnn", "inception-cells", "transformer"])
+def test_streamed_module_matches_eager_on_cpu(name):
     model, (x,) = zoo.get(name)
     streamed = StreamedModule(model, (x,))
-    assert len(streamed.plan.streams) == streams
+    dag = operator_dag(export_program(model.eval(), (x,)).graph)
+    reduced = nx.transitive_reduction(dag)
+    # the streams are paths of the reduction covering every operator once, as few as any such cover can be
+    assert sorted(node for stream in streamed.plan.streams for node in stream) == sorted(dag.nodes)
+    assert all(reduced.has_edge(u, v) for stream in streamed.plan.streams for u, v in itertools.pairwise(stream))
+    assert len(streamed.plan.streams) == fewest_paths(dag)
     with torch.no_grad():
         for inputs in (x, new_input(name)):
             torch.testing.assert_close(streamed(inputs), model(inputs))
+
+
+def test_each_parallel_branch_gets_a_stream_of_its_own():
+    # the stem and the first branch of each cell on the capture stream, the second branch of each on its own
+    model, x = Cells().eval(), torch.randn(1, 3, 8, 8)
+    plan = StreamedModule(model, (x,)).plan
+    assert len(plan.streams) == 3 and [len(stream) for stream in plan.streams[1:]] == [3, 3]  # conv, bn, relu
 
 
 def test_merged_streams_match_eager_on_cpu():

@@ -180,8 +180,20 @@ def test_gradient_round_robin_pass_then_highest_score():
     c = TaskView(2, "c", 1, 1e6, 1.0)
     assert Gradient().next(snapshot([a, b, c])) == 2
     assert Gradient().next(snapshot([a, b])) == 1
-    scores = [hand_score(t.best_history, t.weight) for t in (a, b)]
-    assert int(np.argmax(scores)) == 1
+
+
+@pytest.mark.parametrize(
+    ("favoured", "other"),
+    [  # pairs alike in all but one respect, where the scheduler must favour the first
+        ((3, (4.0, 3.0, 2.0, 1.0)), (1, (4.0, 3.0, 2.0, 1.0))),  # three times the weight
+        ((1, (4.0, 3.0, 2.0, 1.0)), (1, (1.0, 1.0, 1.0, 1.0))),  # still improving, same latency now
+        ((1, (40.0, 30.0, 20.0, 10.0)), (1, (4.0, 3.0, 2.0, 1.0))),  # the same curve ten times slower
+    ],
+)
+def test_gradient_favours_the_heavier_the_improving_and_the_slower_task(favoured, other):
+    for first, second in ((favoured, other), (other, favoured)):
+        pair = [TaskView(k, str(k), weight, 1e6, 100.0, best) for k, (weight, best) in enumerate((first, second))]
+        assert Gradient(seed=0).next(snapshot(pair)) == (0 if first is favoured else 1)
 
 
 def test_gradient_counts_an_unmeasured_task_at_its_default_latency():
