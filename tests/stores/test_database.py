@@ -104,3 +104,34 @@ def test_a_weight_layout_rewrite_record_round_trips(tmp_path, host_target):
     back.trace.apply_to_schedule(replayed, remove_postproc=False)
     assert structural_equal(replayed.mod, candidate.sch.mod)
     store.close()
+
+
+def test_a_workload_two_models_name_differently_shares_what_fits(tmp_path, host_target):
+    # structural equality ignores block names: an ONNX import and a torch import of one operator are one
+    # workload, and a trace made on one names blocks the other does not have
+    import tvm
+    from tvm import te
+    from tvm.s_tir import meta_schedule as ms
+    from tvm_ffi import structural_equal
+
+    from tunewise.tasks import args_info
+
+    def scaled(name):
+        a = te.placeholder((64, 64), name="a")
+        return tvm.IRModule({"main": te.create_prim_func([a, te.compute((64, 64), lambda i, j: a[i, j] * 2,
+                                                                        name=name)])})
+
+    first, second = scaled("double"), scaled("twice")
+    assert structural_equal(first, second)
+    store = stores.create(f"sqlite:///{tmp_path}/t.db")
+    writer = stores.StoreDatabase(store, run=store.create_run("m", "cpu", "test", {}))
+    for mod, block, latency in ((first, "double", 1e-3), (second, "twice", 2e-3)):
+        sch = tvm.s_tir.Schedule(mod)
+        sch.parallel(sch.get_loops(sch.get_sblock(block))[0])
+        writer.commit_tuning_record(ms.database.TuningRecord(sch.trace, writer.commit_workload(mod), [latency],
+                                                             host_target, args_info(mod)))
+    reader = stores.StoreDatabase(store)  # a new process asks with the second model's module first
+    [top] = reader.get_top_k(reader.commit_workload(second), 2)
+    assert mean(top) == pytest.approx(2e-3)  # the first model's better record does not fit: skipped
+    assert sorted(mean(reader.record(t)) for t in store.get_trials()) == pytest.approx([1e-3, 2e-3])
+    store.close()

@@ -58,9 +58,10 @@ class StoreDatabase(ms.database.PyDatabase):
     """A MetaSchedule database backed by ``store``.
 
     ``get_top_k`` ranks by mean run seconds and skips the records MetaSchedule ignores (see
-    :func:`~tunewise.stores._base.ranking_latency`). With ``target``, it ranks only the records tuned for that
-    target: MetaSchedule does not look at a record's target, and a store shared by several machines would
-    otherwise hand one machine another's schedules. Records committed through MetaSchedule
+    :func:`~tunewise.stores._base.ranking_latency`) and those whose trace does not fit the module asked
+    about (a structurally equal module whose blocks another model names otherwise). With ``target``, it
+    ranks only the records tuned for that target: MetaSchedule does not look at a record's target, and a
+    store shared by several machines would otherwise hand one machine another's schedules. Records committed through MetaSchedule
     (``commit_tuning_record``) are added as trials of ``run``; without one the database is read-only.
 
     >>> db = StoreDatabase(stores.create("sqlite://"), target=target)  # doctest: +SKIP
@@ -105,8 +106,28 @@ class StoreDatabase(ms.database.PyDatabase):
         return self._workloads[workload]
 
     def record(self, trial: StoredTrial) -> ms.database.TuningRecord:
-        """A stored trial as a MetaSchedule tuning record."""
-        return ms.database.TuningRecord.from_json(json.loads(trial.record), self.workload(trial.workload))
+        """A stored trial as a MetaSchedule tuning record.
+
+        Structural equality ignores block names, so two models may share a workload whose blocks they name
+        differently (one imported from ONNX, one from torch), and a trace names the blocks of the module it
+        was made on: the record is replayed on this database's module of the workload, else on the stored
+        one, else on each module of the workload it has seen. :class:`~tvm.s_tir.schedule.ScheduleError`
+        when none fits.
+        """
+        from tvm.s_tir.schedule import ScheduleError
+
+        def workloads():
+            yield self.workload(trial.workload)
+            yield ms.database.Workload(tvm.ir.load_json(self.store.get_workload(trial.workload)[1]))
+            for known in self._known.values():
+                yield from (ms.database.Workload(m) for w, m in known if w == trial.workload)
+
+        for workload in workloads():
+            try:
+                return ms.database.TuningRecord.from_json(json.loads(trial.record), workload)
+            except ScheduleError:
+                continue
+        raise ScheduleError("a stored record fits no module of its workload")
 
     # -- MetaSchedule's interface ----------------------------------------------------------------------
     def has_workload(self, mod) -> bool:
@@ -132,11 +153,22 @@ class StoreDatabase(ms.database.PyDatabase):
         workload_id = self.workload_id(workload.mod)
         if workload_id is None or top_k == 0:
             return []
-        return [ms.database.TuningRecord.from_json(json.loads(t.record), workload)
-                for t in self.store.top_trials(workload_id, top_k, self.target)]
+        return [record for t in self.store.top_trials(workload_id, top_k, self.target)
+                if (record := _replayed(t, workload)) is not None]
 
     def get_all_tuning_records(self) -> list:
         return [self.record(t) for t in self.store.get_trials()]
 
     def __len__(self) -> int:
         return self.store.count_trials()
+
+
+def _replayed(trial: StoredTrial, workload) -> ms.database.TuningRecord | None:
+    """``trial`` as a tuning record of ``workload``, or ``None`` when its trace names blocks that
+    ``workload``'s module calls otherwise (made on a structurally equal module of another model)."""
+    from tvm.s_tir.schedule import ScheduleError
+
+    try:
+        return ms.database.TuningRecord.from_json(json.loads(trial.record), workload)
+    except ScheduleError:
+        return None
