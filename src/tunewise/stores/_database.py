@@ -61,8 +61,9 @@ class StoreDatabase(ms.database.PyDatabase):
     :func:`~tunewise.stores._base.ranking_latency`) and those whose trace does not fit the module asked
     about (a structurally equal module whose blocks another model names otherwise). With ``target``, it
     ranks only the records tuned for that target: MetaSchedule does not look at a record's target, and a
-    store shared by several machines would otherwise hand one machine another's schedules. Records committed through MetaSchedule
-    (``commit_tuning_record``) are added as trials of ``run``; without one the database is read-only.
+    store shared by several machines would otherwise hand one machine another's schedules. Records committed
+    through MetaSchedule (``commit_tuning_record``) are added as trials of ``run``; without one the database
+    is read-only.
 
     >>> db = StoreDatabase(stores.create("sqlite://"), target=target)  # doctest: +SKIP
     >>> compile_relax(db, mod, target)                                   # doctest: +SKIP
