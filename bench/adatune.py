@@ -37,24 +37,21 @@ import statistics
 
 import provenance
 
-from tunewise import cost_models, frontend, graph, measure, schedulers, session, stores, tasks, tvm_env
+from tunewise import callbacks, graph, measure, prepare, session, stores, tasks, tvm_env
 from tunewise import target as targets
+from tunewise.settings import RunSettings
 
 LONG = measure.MeasureConfig(number=10, repeat=10, min_repeat_ms=200)
 WITHIN = 1.05
 
 
-def tune(model, measurer, cost_model: str, scheduler: str, budget: session.Budget, seed: int) -> dict:
-    """One tuning run from an empty store; per-slot and per-trial facts plus each task's best schedule."""
-    store = stores.create("sqlite://")
-    run_id = store.create_run(model.name, str(model.target), scheduler, {})
-    events = []
-    num_cores = targets.num_cores(model.target)
-    run = session.Session(model, schedulers.create_seeded(scheduler, seed), budget, measurer, store, run_id,
-                          seed=seed, cost_model=cost_models.create(cost_model, seed=seed,
-                                                                   num_tuning_cores=num_cores),
-                          listeners=[lambda e, _: events.append(e)])
+def tune(model, measurer, settings: RunSettings) -> dict:
+    """One tuning run from an empty store (``measurer`` measures with the settings' evaluator); per-slot and
+    per-trial facts plus each task's best schedule."""
+    log = callbacks.SlotLog()
+    run = prepare.open_session(model, settings, store=stores.create("sqlite://"), measurer=measurer, callbacks=[log])
     final = run.run()
+    events = log.events
     seconds = {e.slot: e.seconds for e in events}
     return {
         "trials": [{"task": t.task, "slot": t.slot, "latency": t.latency, "samples": len(t.run_secs),
@@ -108,8 +105,7 @@ def geomean(values) -> float:
 
 
 def bench_model(name: str, args, target, measurers: dict, long_measurer) -> dict:
-    imported = frontend.load(name, seed=0)
-    model = tasks.extract(imported, target, level=args.level, measurer=measurers["fixed"])
+    model = prepare.load_model(name, RunSettings(level=args.level), target=target, measurer=measurers["fixed"])
     if args.max_tasks:
         model = model.heaviest(args.max_tasks)
     n = args.trials_per_task
@@ -128,7 +124,9 @@ def bench_model(name: str, args, target, measurers: dict, long_measurer) -> dict
             for arm, config in arms[part].items():
                 if config not in done:
                     evaluator, cost_model, scheduler, budget = config
-                    run = tune(model, measurers[evaluator], cost_model, scheduler, budget, seed)
+                    settings = RunSettings(source=name, level=args.level, evaluator=evaluator, cost_model=cost_model,
+                                           scheduler=scheduler, budget=budget, seed=seed)
+                    run = tune(model, measurers[evaluator], settings)
                     database = run.pop("database")
                     run["remeasured"] = remeasure(model, database, long_measurer)
                     run["remeasured_estimate"] = sum(t.weight * min(x, t.default_latency)
@@ -233,7 +231,7 @@ def main() -> None:
 
     target = targets.resolve(None)
     tvm_env.prepare("llvm")
-    measurers = {name: measure.Measurer(target, evaluator=name) for name in ("fixed", "adaptive")}
+    measurers = {name: prepare.make_measurer(target, RunSettings(evaluator=name)) for name in ("fixed", "adaptive")}
     long_measurer = measure.Measurer(target, LONG, evaluator="fixed")  # the same yardstick for every arm
     results = {"target": str(target), "level": args.level, "trials_per_task": args.trials_per_task, "seeds": args.seeds,
                "long_evaluation": dataclasses.asdict(LONG), "models": {}}

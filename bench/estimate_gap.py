@@ -8,12 +8,14 @@ and times it. If the cold sum accounts for the compiled latency, the gap is the 
 failed to apply.
 
     python bench/estimate_gap.py --store sqlite:///tunewise.db --run 1 --out bench/results/estimate-gap.json
-    python bench/estimate_gap.py --store sqlite:///STORE.db --run 1 --model resnet18   # a bench/schedulers.py run
+    python bench/estimate_gap.py --store sqlite:///STORE.db --run 1 --model resnet18 --level fold-bn  # a run
+        # stored without settings (by a bench script that did not store them)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
@@ -21,8 +23,10 @@ import statistics
 import provenance
 
 from tunewise import compile as compiler
-from tunewise import frontend, measure, stores, tasks, tvm_env
+from tunewise import measure, prepare, stores, tvm_env
 from tunewise import target as targets
+from tunewise.errors import InputError
+from tunewise.settings import RunSettings
 
 
 def remeasure(measurer: measure.Measurer, records, passes: int) -> list[float]:
@@ -33,23 +37,35 @@ def remeasure(measurer: measure.Measurer, records, passes: int) -> list[float]:
     return [statistics.median(column) for column in zip(*samples, strict=True)]
 
 
+def run_settings(stored, model: str | None, level: str | None) -> RunSettings:
+    """The run's settings with ``model`` and ``level`` (when given) as its source and graph level. A run stored
+    without tuning settings (bench scripts made such runs before they stored theirs) needs both, and its
+    seed is taken as 0."""
+    try:
+        settings = RunSettings.from_json(stored)
+    except InputError as err:
+        if model is None or level is None:
+            raise SystemExit(f"{err}: name the run's --model and --level") from None
+        settings = RunSettings()
+    return dataclasses.replace(settings, source=model or settings.source, level=level or settings.level)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", default="sqlite:///tunewise.db")
     parser.add_argument("--run", type=int, required=True)
     parser.add_argument("--model", help="zoo name or file (default: the run's own source)")
-    parser.add_argument("--level", default=None, help="graph level (default: the run's own, else fold-bn)")
+    parser.add_argument("--level", default=None, help="graph level (default: the run's own)")
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--out", default="bench/results/estimate-gap.json")
     args = parser.parse_args()
 
     store = stores.create(args.store, must_exist=True)
     spec = store.get_run(args.run)
-    settings = spec.settings
+    settings = run_settings(spec.settings, args.model, args.level)
     target = targets.resolve(spec.target)
     tvm_env.prepare(target.kind.name)
-    imported = frontend.load(args.model or settings["source"], seed=settings.get("seed", 0))
-    model = tasks.extract(imported, target, level=args.level or settings.get("level", "fold-bn"), measurer=None)
+    model = prepare.load_model(settings.source, settings, target=target)
     stored = store.get_tasks(args.run)
     model = model.with_default_latencies(s.default_latency for s in stored)
     database = stores.StoreDatabase(store, target=target)

@@ -24,18 +24,18 @@ import time
 import provenance
 
 from tunewise import compile as compiler
-from tunewise import frontend, graph, measure, schedulers, session, stores, tasks, tvm_env
+from tunewise import frontend, graph, prepare, session, stores, tasks, tvm_env
 from tunewise import target as targets
+from tunewise.settings import RunSettings
 
 
-def tune_heaviest(model, measurer, k: int, trials: int, seed: int) -> dict:
-    """Tune the ``k`` heaviest tasks of ``model`` round-robin, ``trials`` each; their bests and weighted sum."""
+def tune_heaviest(model, measurer, k: int, trials: int, seed: int, level: str) -> dict:
+    """Tune the ``k`` heaviest tasks of ``model`` (extracted at graph level ``level``) round-robin, ``trials``
+    each; their bests and weighted sum."""
     model = model.heaviest(k)
-    store = stores.create("sqlite://")
-    run = store.create_run(model.name, str(model.target), "round-robin", {})
-    budget = session.Budget(max_trials=trials * len(model.tasks), per_task_trials=trials)
-    final = session.Session(model, schedulers.create_seeded("round-robin", seed), budget, measurer, store, run,
-                            seed=seed).run()
+    settings = RunSettings(source=model.name, scheduler="round-robin", level=level, seed=seed,
+                           budget=session.Budget(max_trials=trials * len(model.tasks), per_task_trials=trials))
+    final = prepare.open_session(model, settings, store=stores.create("sqlite://"), measurer=measurer).run()
     pairs = list(zip(model.tasks, final.tasks, strict=True))
     return {
         "seed": seed, "tuning_seconds": final.elapsed,
@@ -57,7 +57,7 @@ def main() -> None:
 
     target = targets.resolve(None)
     tvm_env.prepare("llvm")
-    measurer = measure.Measurer(target)
+    measurer = prepare.make_measurer(target, RunSettings())
     rows = []
     try:
         for name in args.models.split(","):
@@ -74,7 +74,7 @@ def main() -> None:
                     "untuned_estimate_ms": 1e3 * model.untuned_latency(),
                     "untuned_compiled_ms": 1e3 * compiled.time(*model.inputs, repeat=5, min_repeat_ms=0).median,
                     "max_relative_error": error, "extract_and_measure_seconds": extract_seconds,
-                    "tuned": [tune_heaviest(model, measurer, args.tune_tasks, args.trials_per_task, int(seed))
+                    "tuned": [tune_heaviest(model, measurer, args.tune_tasks, args.trials_per_task, int(seed), level)
                               for seed in args.seeds.split(",")] if args.tune_tasks else [],
                 })
                 print(json.dumps(rows[-1]), flush=True)

@@ -20,12 +20,13 @@ import time
 
 import provenance
 
-from tunewise import frontend, measure, tasks, tvm_env
+from tunewise import prepare, tvm_env
 from tunewise import target as targets
+from tunewise.settings import RunSettings
 
 
-def _measure(target, config, batch):
-    measurer = measure.Measurer(target, config)
+def _measure(target, settings, batch):
+    measurer = prepare.make_measurer(target, settings)
     try:
         measurer.measure(batch[:2])  # warm the workers up outside the timed part
         start = time.perf_counter()
@@ -47,7 +48,8 @@ def main() -> None:
 
     target = targets.resolve(None)
     tvm_env.prepare("llvm")
-    model = tasks.extract(frontend.load(args.model), target)
+    settings = RunSettings(source=args.model)
+    model = prepare.load_model(args.model, settings, target=target)
     task, mod = model.tasks[args.task], model.task_mods[args.task]
     context = ms.TuneContext(mod, target=target, space_generator="post-order-apply", search_strategy="evolutionary",
                              task_name=task.name, rand_state=1, num_threads=targets.num_cores(target)).clone()
@@ -55,10 +57,10 @@ def main() -> None:
                        ms.database.MemoryDatabase(), ms.CostModel.create("random"))
     batch = [(c.sch.mod, c.args_info) for c in context.generate_measure_candidates()]
 
-    base = measure.MeasureConfig()
-    first, first_wall = _measure(target, base, batch)
-    overlapped, overlap_wall = _measure(target, dataclasses.replace(base, overlap=True), batch)
-    second, second_wall = _measure(target, base, batch)
+    overlapping = dataclasses.replace(settings, measure=dataclasses.replace(settings.measure, overlap=True))
+    first, first_wall = _measure(target, settings, batch)
+    overlapped, overlap_wall = _measure(target, overlapping, batch)
+    second, second_wall = _measure(target, settings, batch)
 
     def rel(a, b):
         return [abs(x - y) / y for x, y in zip(a, b, strict=True) if y != float("inf") and x != float("inf")]

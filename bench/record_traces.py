@@ -30,29 +30,37 @@ import time
 
 import provenance
 
-from tunewise import frontend, measure, schedulers, session, stores, tasks, tvm_env
+from tunewise import callbacks, prepare, session, stores, tvm_env
 from tunewise import target as targets
 from tunewise.replay import TaskRun, Trace, TraceTask
+from tunewise.settings import RunSettings
+
+
+class TrialCosts(callbacks.Callback):
+    """Each trial's cost: its slot's session-clock time since the slot before, less the scheduler's decision
+    time, shared equally by the slot's trials."""
+
+    def __init__(self):
+        self.costs: list[float] = []
+        self._last_end = 0.0
+
+    def slot_recorded(self, event: session.SlotEvent, snapshot) -> None:
+        cost = snapshot.elapsed - self._last_end - event.decision_seconds
+        self.costs.extend([cost / event.trials] * event.trials)
+        self._last_end = snapshot.elapsed
 
 
 def record_task(model, k: int, trials: int, measurer, seed: int) -> TaskRun:
     """Task ``k`` of ``model`` tuned alone for up to ``trials`` trials: each trial's latency and cost."""
     alone = dataclasses.replace(model, tasks=(model.tasks[k],), task_mods=(model.task_mods[k],))
-    costs: list[float] = []
-    last_end = [0.0]
-
-    def on_slot(event: session.SlotEvent, snapshot) -> None:
-        cost = snapshot.elapsed - last_end[0] - event.decision_seconds
-        costs.extend([cost / event.trials] * event.trials)
-        last_end[0] = snapshot.elapsed
-
+    settings = RunSettings(source=model.name, scheduler="sequential", budget=session.Budget(max_trials=trials),
+                           seed=seed)
+    costs = TrialCosts()
     store = stores.create("sqlite://")
     try:
-        run = store.create_run(alone.name, str(alone.target), "sequential", {"recording": "replay trace"})
-        loop = session.Session(alone, schedulers.Sequential(), session.Budget(max_trials=trials), measurer,
-                               store, run, seed=seed, listeners=[on_slot])
+        loop = prepare.open_session(alone, settings, store=store, measurer=measurer, callbacks=[costs])
         loop.run()
-        return TaskRun(tuple(t.latency for t in loop.trials), tuple(costs))
+        return TaskRun(tuple(t.latency for t in loop.trials), tuple(costs.costs))
     finally:
         store.close()
 
@@ -69,9 +77,10 @@ def main() -> None:
 
     target = targets.resolve(None)
     tvm_env.prepare("llvm")
-    config = measure.MeasureConfig()
-    measurer = measure.Measurer(target, config)
-    model = tasks.extract(frontend.load(args.model), target, measurer=measurer)
+    settings = RunSettings(source=args.model)
+    config = settings.measure
+    measurer = prepare.make_measurer(target, settings)
+    model = prepare.load_model(args.model, settings, target=target, measurer=measurer)
     trace_tasks = tuple(TraceTask(t.name, t.weight, t.flops, t.default_latency) for t in model.tasks)
     meta = {"target": str(target), "trials_per_task": args.trials, "trials_per_slot": 16,
             "measure": dataclasses.asdict(config), "evaluator": repr(measurer.evaluator),

@@ -52,9 +52,10 @@ import time
 
 import provenance
 
+from tunewise import callbacks, graph, measure, prepare, session, stores, tvm_env, workflow, zoo
 from tunewise import compile as compiler
-from tunewise import frontend, graph, measure, schedulers, session, stores, tasks, tvm_env, workflow, zoo
 from tunewise import target as targets
+from tunewise.settings import RunSettings
 
 
 def onnxruntime_latency(model, inputs, repeat: int = 30) -> float:
@@ -100,21 +101,21 @@ def retime(compiled: dict[str, compiler.CompiledModel], inputs, rounds: int) -> 
     return {name: statistics.median(xs) for name, xs in samples.items()}
 
 
-def run_ours(model, name: str, trials: int, measurer, seed: int, keep: str | None,
-             share: bool) -> tuple[dict, compiler.CompiledModel, list]:
+def run_ours(model, name: str, trials: int, measurer, seed: int, keep: str | None, share: bool,
+             level: str) -> tuple[dict, compiler.CompiledModel, list]:
     per_task = math.ceil(trials / len(model.tasks)) if name == "sequential" else None
     # every run tunes from an empty database: in memory, or a new file in the folder ``keep``
     url = "sqlite://"
     if keep:
         path = os.path.join(keep, f"{model.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}.db")
         url = f"sqlite:///{path}"
-    store = stores.create(url)
-    events = []
-    loop = session.Session(model, schedulers.create_seeded(name, seed),
-                           session.Budget(max_trials=trials, per_task_trials=per_task), measurer,
-                           store, store.create_run(model.name, str(model.target), name, {}), seed=seed, share=share,
-                           listeners=[lambda event, _: events.append(event)])
+    settings = RunSettings(source=model.name, scheduler=name, budget=session.Budget(max_trials=trials,
+                                                                                    per_task_trials=per_task),
+                           level=level, seed=seed, share=share)
+    log = callbacks.SlotLog()
+    loop = prepare.open_session(model, settings, store=stores.create(url), measurer=measurer, callbacks=[log])
     final = loop.run()
+    events = log.events
     return {"curve": [list(p) for p in loop.history], "trials": final.trials, "share": share, "shared": loop.shared,
             "failures": sum(t.failures for t in final.tasks), "tuning_seconds": final.elapsed,
             "decision_seconds": loop.decision_seconds,
@@ -271,10 +272,10 @@ def main() -> None:
     results = {"model": args.model, "trials": args.trials, "level": args.level, "target": str(target),
                "torch_eager_latency": workflow.torch_latency(module, inputs),
                "onnxruntime_latency": onnxruntime_latency(module, inputs), "runs": {}}
-    imported = frontend.from_torch(module, inputs, name=args.model)
-    config = measure.MeasureConfig()
-    measurer = measure.Measurer(target, config)
-    model = tasks.extract(imported, target, level=args.level, measurer=measurer)
+    settings = RunSettings(source=args.model, level=args.level, seed=args.seed)
+    config = settings.measure
+    measurer = prepare.make_measurer(target, settings)
+    model = prepare.load_model(args.model, settings, target=target, measurer=measurer)
     results["tasks"] = [{"name": t.name, "weight": t.weight, "flops": t.flops, "default_latency": t.default_latency}
                         for t in model.tasks]
     results["untuned_compiled_latency"] = compile_model(model).time(*model.inputs, repeat=10).median
@@ -304,7 +305,7 @@ def main() -> None:
         results["runs"].update(earlier["runs"])
     runs = [] if args.no_stock else [("stock-gradient", lambda: run_stock(model, args.trials, config, args.seed))]
     runs += [(name, lambda n=name: run_ours(model, n, args.trials, measurer, args.seed, args.keep_stores,
-                                            not args.no_share))
+                                            not args.no_share, args.level))
              for name in args.schedulers.split(",") if name]
     if args.merge:
         rerun = {name for name, _ in runs}

@@ -45,17 +45,18 @@ def tuned_store(tiny_mlp, measurer, tmp_path_factory):
     (at most 12 a task, 6 a slot), then random with 6 (3 a slot).
     """
     from tunewise import schedulers, session, stores
+    from tunewise.callbacks import SlotLog
 
     store = stores.create(f"sqlite:///{tmp_path_factory.mktemp('tuned')}/tunewise.db")
-    events, sessions = [], []
+    log, sessions = SlotLog(), []
     for name, budget, per_slot in (("round-robin", session.Budget(max_trials=20, per_task_trials=12), 6),
                                    ("random", session.Budget(max_trials=6), 3)):
         run = store.create_run(tiny_mlp.name, str(tiny_mlp.target), name, {})
         sessions.append(session.Session(tiny_mlp, schedulers.create_seeded(name, 0), budget, measurer, store, run,
                                         trials_per_slot=per_slot,
-                                        listeners=[lambda e, s: events.append((e, s))] if not sessions else []))
+                                        callbacks=[log] if not sessions else []))
         sessions[-1].run()
-    return store, sessions, events
+    return store, sessions, log.slots
 
 
 class TuneProcess:

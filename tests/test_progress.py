@@ -69,7 +69,7 @@ def test_printed_progress_line():
     progress = LiveProgress(Console(file=out, width=300))
     model = type("Model", (), {"tasks": (), "untuned_latency": lambda self: 2e-3})()
     progress.tuning_started(model, Budget(max_trials=80))
-    progress.slot(SlotEvent(0, 0, 16, 0, 1e-3, 5e-4, 1.0, 0.5, 0.5, 0.0), snapshot(40.0, [20, 10, 10]))
+    progress.slot_recorded(SlotEvent(0, 0, 16, 0, 1e-3, 5e-4, 1.0, 0.5, 0.5, 0.0), snapshot(40.0, [20, 10, 10]))
     line = out.getvalue().splitlines()[-1]
     assert "elapsed 40s | trials 40/80" in line and "1.500 ms (1.3x) █▁" in line and "~40s left" in line
 
@@ -79,7 +79,7 @@ def test_printed_lines_do_not_wrap_off_a_terminal():
     progress = LiveProgress(Console(file=out))  # not a terminal: rich would wrap at 80 columns
     model = type("Model", (), {"tasks": (), "untuned_latency": lambda self: 2e-3})()
     progress.tuning_started(model, Budget(max_trials=80))
-    progress.slot(SlotEvent(0, 0, 16, 0, 1e-3, 5e-4, 1.0, 0.5, 0.5, 0.0), snapshot(40.0, [20, 10, 10]))
+    progress.slot_recorded(SlotEvent(0, 0, 16, 0, 1e-3, 5e-4, 1.0, 0.5, 0.5, 0.0), snapshot(40.0, [20, 10, 10]))
     lines = out.getvalue().splitlines()
     assert len(lines) == 2 and len(lines[-1]) > 80 and lines[-1].startswith("  slot    0 t0")
 
@@ -94,5 +94,5 @@ def test_the_python_api_shows_the_live_progress_when_asked(capsys, tmp_path):
     shown = capsys.readouterr().err
     assert "tuning 2 tasks" in shown and "  slot    0 fused_matmul" in shown
     # by default only on a terminal or in a notebook: not under pytest's captured output
-    assert type(workflow._reporter(None, None)) is workflow.Reporter
-    assert isinstance(workflow._reporter(None, True), LiveProgress)
+    assert workflow._callbacks((), None).callbacks == []
+    assert [type(c) for c in workflow._callbacks((), True).callbacks] == [LiveProgress]

@@ -140,10 +140,17 @@ def test_the_first_trial_is_measured_soon_after_tuning_starts(tiny_mlp, measurer
     # evolutionary search would spend seconds ranking its population by the untrained model
     import time
 
-    store, events = stores.create("sqlite://"), []
+    from tunewise.callbacks import Callback
+
+    events = []
+
+    class Timed(Callback):
+        def slot_recorded(self, event, snapshot):
+            events.append((event, time.perf_counter()))
+
+    store = stores.create("sqlite://")
     run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=8), measurer, store,
-                          new_run(store, tiny_mlp), trials_per_slot=4,
-                          listeners=[lambda event, _: events.append((event, time.perf_counter()))])
+                          new_run(store, tiny_mlp), trials_per_slot=4, callbacks=[Timed()])
     start = time.perf_counter()
     run.run()
     (first, first_at), (second, _) = events[:2]

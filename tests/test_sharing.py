@@ -68,15 +68,17 @@ def test_convolutions_of_one_shape_share_an_anchor(twin):
 def test_a_mate_first_measures_the_transferred_schedules(twin, measurer, share):
     from tunewise import compile as compiler
     from tunewise import schedulers, session, stores
+    from tunewise.callbacks import SlotLog
 
     model = twin.heaviest(2)  # the two convolutions
     assert len(_conv_tasks(model)) == 2
     store = stores.create("sqlite://")
     run = store.create_run(model.name, str(model.target), "round-robin", {})
-    events = []
+    log = SlotLog()
     loop = session.Session(model, schedulers.create("round-robin"), session.Budget(max_trials=10), measurer, store,
-                           run, trials_per_slot=4, share=share, listeners=[lambda e, s: events.append(e)])
+                           run, trials_per_slot=4, share=share, callbacks=[log])
     loop.run()
+    events = log.events
     first, second = events[0], events[1]
     assert first.shared == 0 and first.trials == 4
     if not share:

@@ -12,8 +12,9 @@ import os
 import re
 import sys
 
-from tunewise import graph, schedulers
+from tunewise import cost_models, graph, runners, schedulers
 from tunewise.errors import InputError, TunewiseError, message_line
+from tunewise.settings import RunSettings
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
 
@@ -64,24 +65,28 @@ def _parser() -> argparse.ArgumentParser:
                       help="continue run RUN of the store with its own settings; a budget option given replaces "
                            "that limit only (--trials counts the trials measured before) and is kept for the run")
     tune.add_argument("--target", help="'host' (default: this CPU with its mcpu), a JSON target, or a tag")
-    tune.add_argument("--trials", help="total trials (default 200 unless --time-budget is given)")
+    tune.add_argument("--trials", help=f"total trials (default {RunSettings.budget.max_trials} unless --time-budget "
+                      "is given)")
     tune.add_argument("--time-budget", help="wall-clock budget for the whole command (import, extract, tune, "
                       "compile): 90s, 10m, 1h")
     tune.add_argument("--per-task-trials", help="at most this many trials for any task")
     tune.add_argument("--patience", help="finish a task after this many trials without improvement")
     tune.add_argument("--scheduler", help=f"task scheduler: {', '.join(schedulers.names())} "
-                      f"(default: {schedulers.DEFAULT})")
-    tune.add_argument("--trials-per-slot", help="candidates per slot (default 16)")
-    tune.add_argument("--evaluator", help="how candidates are timed: adaptive (AdaTune; default), fixed")
-    tune.add_argument("--cost-model", help="what ranks candidates: xgb (default), rfei (AdaTune)")
+                      f"(default: {RunSettings.scheduler})")
+    tune.add_argument("--trials-per-slot", help=f"candidates per slot (default {RunSettings.trials_per_slot})")
+    tune.add_argument("--evaluator", help=f"how candidates are timed: {', '.join(runners.names())} (adaptive: "
+                      f"AdaTune; default: {RunSettings.evaluator})")
+    tune.add_argument("--cost-model", help=f"what ranks candidates: {', '.join(cost_models.names())} (rfei: "
+                      f"AdaTune; default: {RunSettings.cost_model})")
     tune.add_argument("--no-share", action="store_true",
                       help="tune every task alone (default: tasks with the same convolution/matmul share schedules)")
-    tune.add_argument("--graph-level", help="graph passes: none, decompose, fold-bn, nhwc (default)")
+    tune.add_argument("--graph-level", help=f"graph passes: {', '.join(graph.LEVELS)} "
+                      f"(default: {RunSettings.level})")
     tune.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                       help="shape of an ONNX input with dynamic dimensions")
     tune.add_argument("--output", "-o", help="artifact folder (default tunewise-out/MODEL; with --resume, "
                                              "replaces the run's)")
-    tune.add_argument("--seed", help="seed of the searches and the scheduler (default 0)")
+    tune.add_argument("--seed", help=f"seed of the searches and the scheduler (default {RunSettings.seed})")
     _store_option(tune)
 
     runs = sub.add_parser("runs", help="list the runs in the store")
@@ -136,23 +141,36 @@ def _limits(args) -> dict:
     return {k: v for k, v in limits.items() if v is not None}
 
 
-def _budget(args, default_trials: int | None):
-    """The budget the options give, or ``None`` when they give none and there is no default."""
-    from tunewise import session
+def _budget(args):
+    """The budget the options give (with the default budget's run-wide limits when they set neither trials nor
+    time), or ``None`` when they set no limit."""
+    import dataclasses
 
     limits = _limits(args)
-    trials, time_budget = limits.get("max_trials"), limits.get("time_budget")
-    per_task, patience = limits.get("per_task_trials"), limits.get("patience")
-    if trials is None and time_budget is None:
-        if per_task is None and patience is None and default_trials is None:
-            return None
-        trials = default_trials
-    return session.Budget(max_trials=trials, time_budget=time_budget, per_task_trials=per_task, patience=patience)
+    if not limits:
+        return None
+    if "max_trials" not in limits and "time_budget" not in limits:
+        return dataclasses.replace(RunSettings.budget, **limits)
+    from tunewise import session
+
+    return session.Budget(**limits)
+
+
+def _tune_options(args) -> dict:
+    """The run settings the ``tune`` options give (:class:`~tunewise.settings.RunSettings` fields); those not
+    given are left to the settings' defaults."""
+    from tunewise import frontend
+
+    options = {"input_shapes": frontend.parse_input_shapes(args.input_shape), "budget": _budget(args),
+               "scheduler": args.scheduler, "trials_per_slot": _whole("--trials-per-slot", args.trials_per_slot),
+               "level": args.graph_level, "seed": _whole("--seed", args.seed, minimum=0),
+               "evaluator": args.evaluator, "cost_model": args.cost_model, "output": args.output,
+               "share": False if args.no_share else None}
+    return {k: v for k, v in options.items() if v is not None and v != {}}
 
 
 def _cmd_tune(args) -> int:
-    from tunewise import frontend, runners, workflow
-    from tunewise.progress import LiveProgress
+    from tunewise import workflow
     from tunewise.timing import relation
 
     if args.resume is not None:
@@ -163,18 +181,11 @@ def _cmd_tune(args) -> int:
             dropped = ", ".join(fixed) or "--input-shape"
             raise InputError(f"--resume continues a run with its own settings; drop {dropped}")
         result = workflow.resume(_whole("RUN", args.resume, minimum=1), store=args.store, budget=_limits(args),
-                                 source=args.model, reporter=LiveProgress(), output=args.output)
+                                 source=args.model, progress=True, output=args.output)
     elif args.model is None:
         raise InputError("name a model to tune, or --resume RUN (see tunewise tune --help)")
     else:
-        seed = _whole("--seed", args.seed or "0", minimum=0)
-        result = workflow.tune(
-            args.model, input_shapes=frontend.parse_input_shapes(args.input_shape), target=args.target,
-            scheduler=args.scheduler or schedulers.DEFAULT, budget=_budget(args, 200),
-            trials_per_slot=_whole("--trials-per-slot", args.trials_per_slot or "16"), output=args.output,
-            level=args.graph_level or graph.DEFAULT_LEVEL, seed=seed, reporter=LiveProgress(), store=args.store,
-            evaluator=args.evaluator or runners.DEFAULT, cost_model=args.cost_model or "xgb", share=not args.no_share,
-        )
+        result = workflow.tune(args.model, target=args.target, store=args.store, progress=True, **_tune_options(args))
     print(f"model            {result.model} ({result.tasks} tasks), run {result.run}")
     shared = f", {result.shared} shared between tasks" if result.shared else ""
     print(f"trials           {result.trials} ({result.failures} failed{shared}) in {result.tuning_seconds:.0f}s")

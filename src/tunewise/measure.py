@@ -1,11 +1,12 @@
-"""Building and measuring candidates: a persistent builder pool and MetaSchedule's local runner.
+"""Building and measuring candidates: a persistent builder pool and a candidate runner.
 
 The stock ``LocalBuilder`` starts a fresh process pool for every batch and each fresh worker imports all
 tensor intrinsics (40-70 s on a 2-core VM), so every build times out. :class:`BuilderPool` starts its workers once per
 run; they import TVM (5 s) and nothing else, and build with :func:`tunewise.tvm_env.build_candidate`.
-Candidates are measured one by one by MetaSchedule's ``LocalRunner`` (a persistent worker process), so each
-trial gets its own run seconds, timed by an evaluator (:mod:`tunewise.runners`: AdaTune's adaptive one by
-default, or MetaSchedule's fixed one) that is told the task's best latency so far before every candidate.
+Candidates are measured one by one by a candidate runner (:mod:`tunewise.candidate_runners`; by default a
+persistent worker process on this machine), so each trial gets its own run seconds, timed by an evaluator
+(:mod:`tunewise.runners`: AdaTune's adaptive one by default, or MetaSchedule's fixed one) that is told the
+task's best latency so far before every candidate.
 
 With ``overlap=True`` a candidate is measured as soon as it is built while the rest of the batch is still
 building. It is off by default: on a 2-core machine (``bench/overlap.py``, 32 ResNet-18 conv candidates)
@@ -23,9 +24,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tunewise import interrupts, runners, tvm_env
+from tunewise import candidate_runners, interrupts, runners, tvm_env
 from tunewise.errors import message_line
-from tunewise.target import device_type
 
 BUILD_ERROR, RUN_ERROR, TIMEOUT = "build", "run", "timeout"
 
@@ -141,22 +141,21 @@ class BuilderPool:
 class Measurer:
     """Builds and measures batches of candidates for one target; owns the builder pool and the runner.
 
-    ``evaluator`` is a :mod:`tunewise.runners` name or instance (default :data:`tunewise.runners.DEFAULT`).
+    ``evaluator`` is a :mod:`tunewise.runners` name or instance (default :data:`tunewise.runners.DEFAULT`);
+    ``runner`` a :mod:`tunewise.candidate_runners` name, built for ``target`` and ``config``, or an instance
+    (default :data:`tunewise.candidate_runners.DEFAULT`), closed with the measurer.
     """
 
     def __init__(self, target, config: MeasureConfig | None = None, *, scratch: str | None = None,
-                 evaluator: str | runners.Evaluator = runners.DEFAULT):
-        from tvm.s_tir.meta_schedule.runner import LocalRunner
-
+                 evaluator: str | runners.Evaluator = runners.DEFAULT,
+                 runner: str | candidate_runners.CandidateRunner = candidate_runners.DEFAULT):
         self.target = target
         tvm_env.use_target_threads(target)  # before the runner starts its worker
         self.config = config or MeasureConfig()
         self.evaluator = runners.create(evaluator)
+        self.runner = (runner if isinstance(runner, candidate_runners.CandidateRunner)
+                       else candidate_runners.create(runner, target=target, config=self.config))
         self.builder = BuilderPool(self.config.builder_workers, self.config.build_timeout, scratch)
-        self.runner = LocalRunner(timeout_sec=self.config.run_timeout, evaluator_config=self.config.evaluator(),
-                                  f_alloc_argument=alloc_arguments, f_run_evaluator=self.evaluator,
-                                  initializer=interrupts.ignore_in_worker)
-        self._device = device_type(target)
 
     def _collect_build(self, future: cf.Future) -> tuple[str | None, float, str | None, str]:
         """``(artifact path, build seconds, error kind, message)``; the path is ``None`` when the build failed."""
@@ -169,12 +168,8 @@ class Measurer:
             return None, 0.0, BUILD_ERROR, message_line(err, last=True)
 
     def _run(self, path: str, args_info, build_seconds: float, reference: float, once: bool = False) -> Measurement:
-        from tvm.s_tir.meta_schedule.runner import RunnerInput
-
-        # pickled with this candidate
-        self.runner.f_run_evaluator = time_once if once else self.evaluator.with_reference(reference)
         start = time.perf_counter()
-        result = self.runner.run([RunnerInput(path, self._device, args_info)])[0].result()
+        result = self.runner.run(path, args_info, time_once if once else self.evaluator.with_reference(reference))
         run_seconds = time.perf_counter() - start
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
         if result.error_msg:
@@ -231,3 +226,4 @@ class Measurer:
 
     def close(self) -> None:
         self.builder.close()
+        self.runner.close()

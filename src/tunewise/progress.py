@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from tunewise.workflow import Reporter
+from tunewise.callbacks import Callback
 
 _BARS = "▁▂▃▄▅▆▇█"
 NAME_WIDTH = 48
@@ -68,8 +68,9 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-class LiveProgress(Reporter):
-    """Draws the run on a terminal (or prints phase lines only when ``console`` is not a terminal)."""
+class LiveProgress(Callback):
+    """Draws the run on a terminal (off a terminal, prints the phase lines and one line per slot); the
+    ``"progress"`` callback (:mod:`tunewise.callbacks`)."""
 
     def __init__(self, console: Console | None = None):
         self.console = console or Console(stderr=True)
@@ -130,7 +131,7 @@ class LiveProgress(Reporter):
             self._snapshot, self._at = snapshot, time.perf_counter()
         self._in_flight = (task, phase, time.perf_counter())
 
-    def slot(self, event, snapshot) -> None:
+    def slot_recorded(self, event, snapshot) -> None:
         self._snapshot, self._at = snapshot, time.perf_counter()
         self._in_flight = None
         if self._live is None:

@@ -36,11 +36,12 @@ import contextlib
 import dataclasses
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tunewise import cost_models, interrupts, sharing, stores, timebudget
 from tunewise import target as targets
+from tunewise.callbacks import Callback, CallbackList
 from tunewise.errors import InputError, RunBusyError
 from tunewise.ledger import Budget, Ledger, Slot
 from tunewise.state import Snapshot
@@ -49,7 +50,7 @@ from tunewise.stores import Checkpoint, StoredTask, StoredTrial
 
 @dataclass(frozen=True)
 class SlotEvent:
-    """What one slot did, sent to listeners after it is recorded."""
+    """What one slot did, sent to the callbacks after it is recorded."""
 
     slot: int
     task: int
@@ -197,19 +198,17 @@ class Session:
     Trials are recorded as run ``run`` of ``store`` (a :class:`~tunewise.stores.Store`), which must exist;
     the model's tasks are added to the run, or, when the run has some, checked against them and the run is
     resumed from what the store holds. ``database`` is the MetaSchedule view of the store the searches use
-    (for compiling with the results). ``listeners`` are called as ``listener(event, snapshot)`` after every
-    slot. ``owner`` names the process that owns the run (:class:`tunewise.lease.Lease`). ``deadline``, when
-    given, maps a snapshot of the run to the ``time.perf_counter()`` instant by which tuning must end (a whole
-    command's budget, less what is left to do after tuning). ``on_phase`` is called as
-    ``on_phase(snapshot, task, phase)`` when the slot in flight enters a phase: ``search``, ``build``,
-    ``measure``.
+    (for compiling with the results). ``callbacks`` (:mod:`tunewise.callbacks`: instances or names) are told
+    every recorded slot and every phase of the slot in flight. ``owner`` names the process that owns the run
+    (:class:`tunewise.lease.Lease`). ``deadline``, when given, maps a snapshot of the run to the
+    ``time.perf_counter()`` instant by which tuning must end (a whole command's budget, less what is left to
+    do after tuning).
     """
 
     def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int, *, trials_per_slot: int = 16,
                  search_batch: int = 64, cost_model=None, seed: int = 0, share: bool = True,
-                 listeners: list[Callable[[SlotEvent, Snapshot], None]] | None = None, owner: str | None = None,
-                 deadline: Callable[[Snapshot], float] | None = None,
-                 on_phase: Callable[[Snapshot, int, str], None] | None = None):
+                 callbacks: Sequence[Callback | str] = (), owner: str | None = None,
+                 deadline: Callable[[Snapshot], float] | None = None):
         from tvm.s_tir import meta_schedule as ms
 
         if not budget.bounded:
@@ -226,8 +225,7 @@ class Session:
         num_threads = targets.num_cores(model.target)
         self.cost_model = cost_models.create(cost_model or "xgb", **({} if isinstance(cost_model, ms.CostModel)
                                              else {"seed": seed, "num_tuning_cores": num_threads}))
-        self.listeners = list(listeners or [])
-        self.on_phase = on_phase
+        self.callbacks = CallbackList(callbacks)
         self.pace = timebudget.SlotPace()
         self.trials: list[StoredTrial] = []
         self._searches = [_TaskSearch(m, t.name, model.target, seed + i + 1, num_threads,
@@ -332,8 +330,7 @@ class Session:
         before = self.snapshot()
 
         def on_phase(phase: str) -> None:
-            if self.on_phase is not None:
-                self.on_phase(before, k, phase)
+            self.callbacks.slot_phase(before, k, phase)
 
         on_phase("search")
         slot_start = time.perf_counter()
@@ -371,8 +368,7 @@ class Session:
                           slot.decision_seconds, len(shared))
         self.pace.record(searching=searching, trials=len(trials), measure_seconds=measure_seconds,
                          fixed=slot.decision_seconds + event.seconds - measure_seconds)
-        for listener in self.listeners:
-            listener(event, self.snapshot())
+        self.callbacks.slot_recorded(event, self.snapshot())
 
     def _transfers(self, k: int, n: int) -> list:
         """Up to ``n`` schedules of task ``k`` transferred from the best records of its group-mates that beat

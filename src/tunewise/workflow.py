@@ -14,38 +14,19 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tunewise import compile as compiler
-from tunewise import cost_models, frontend, graph, measure, runners, schedulers, session, stores, tasks, tvm_env, zoo
-from tunewise import target as targets
+from tunewise import measure, session, stores, zoo
 from tunewise import timing as timings
+from tunewise.callbacks import Callback, CallbackList
 from tunewise.destinations import check_folder
 from tunewise.errors import InputError, StoreError
 from tunewise.interrupts import Interrupted, raise_if_stopped
 from tunewise.lease import Lease
-from tunewise.timebudget import compile_estimate
-
-
-class Reporter:
-    """Receives progress from :func:`tune`; this base ignores everything (a quiet run)."""
-
-    def phase(self, text: str) -> None:
-        """A new step started (importing, extracting, tuning, compiling...)."""
-
-    def tuning_started(self, model: tasks.ExtractedModel, budget: session.Budget) -> None:
-        """Tasks are extracted and measured; slots follow."""
-
-    def slot_phase(self, snapshot, task: int, phase: str) -> None:
-        """The slot in flight, of task ``task``, entered ``phase`` (``search``, ``build``, ``measure``);
-        ``snapshot`` is the run before it."""
-
-    def slot(self, event: session.SlotEvent, snapshot) -> None:
-        """One slot was measured and recorded."""
-
-    def tuning_finished(self) -> None:
-        """The tuning loop ended."""
+from tunewise.prepare import prepare_run
+from tunewise.settings import RunSettings
 
 
 @dataclass(frozen=True)
@@ -87,19 +68,25 @@ def torch_latency(model, example_inputs, *, repeat: int = 30) -> float:
     return statistics.median(samples)
 
 
-def tune(source, *, example_inputs=None, input_shapes=None, target=None, scheduler=schedulers.DEFAULT,
-         budget: session.Budget | None = None, trials_per_slot: int = 16, output: str | None = None,
-         level: str = graph.DEFAULT_LEVEL, seed: int = 0, measure_config: measure.MeasureConfig | None = None,
-         reporter: Reporter | None = None, compare_torch: bool = True, store=None, evaluator: str = runners.DEFAULT,
-         cost_model: str = "xgb", share: bool = True, progress: bool | None = None) -> TuneResult:
+def tune(source, *, example_inputs=None, input_shapes=None, target=None, scheduler=RunSettings.scheduler,
+         budget: session.Budget | None = None, trials_per_slot: int = RunSettings.trials_per_slot,
+         output: str | None = None, level: str = RunSettings.level, seed: int = RunSettings.seed,
+         measure_config: measure.MeasureConfig | None = None, callbacks: Sequence[Callback | str] = (),
+         compare_torch: bool = True, store=None, evaluator: str = RunSettings.evaluator,
+         cost_model: str = RunSettings.cost_model, share: bool = RunSettings.share,
+         runner: str = RunSettings.runner, progress: bool | None = None) -> TuneResult:
     """Tune ``source`` (zoo name, ``.onnx``/``.pt2`` path, or ``nn.Module`` with ``example_inputs``).
 
-    ``progress`` shows the run as ``tunewise tune`` does (:class:`tunewise.progress.LiveProgress`); by default
-    it is on when standard output is a terminal or a notebook. A ``reporter`` given replaces it.
+    The keywords are :class:`~tunewise.settings.RunSettings`' fields, with its defaults (``budget`` None: 200
+    trials; ``measure_config`` None: the default :class:`~tunewise.measure.MeasureConfig`); a scheduler may
+    also be a scheduler object. ``evaluator`` (:func:`tunewise.runners.create`) times the candidates,
+    ``cost_model`` (:func:`tunewise.cost_models.create`) ranks them for the search and ``runner``
+    (:func:`tunewise.candidate_runners.create`) runs them. With ``share``, tasks with the same anchor
+    computation start from each other's best schedules (:mod:`tunewise.sharing`).
 
-    ``evaluator`` (:func:`tunewise.runners.create`) times the candidates and ``cost_model``
-    (:func:`tunewise.cost_models.create`) ranks them for the search. With ``share``, tasks with the same
-    anchor computation start from each other's best schedules (:mod:`tunewise.sharing`).
+    ``callbacks`` (:mod:`tunewise.callbacks`: instances or names) are told every step and slot. ``progress``
+    adds the live display of ``tunewise tune`` (:class:`tunewise.progress.LiveProgress`); by default it is
+    on when standard output is a terminal or a notebook.
 
     Every trial goes to ``store`` (a :class:`~tunewise.stores.Store` or its URL; default
     ``sqlite:///tunewise.db``) as a new run, which :func:`resume` continues if this one is cut short. Writes
@@ -110,36 +97,29 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
         source = os.path.abspath(source)  # a resumed run may start elsewhere
     if budget is not None and not budget.bounded:
         raise InputError("set a budget: trials, time or trials per task")
-    settings = {"source": source if isinstance(source, str) else None,
-                "scheduler": scheduler if isinstance(scheduler, str) else None,
-                "input_shapes": {k: list(v) for k, v in (input_shapes or {}).items()},
-                "budget": dataclasses.asdict(budget or session.Budget(max_trials=200)),
-                "trials_per_slot": trials_per_slot, "level": level, "seed": seed,
-                "evaluator": evaluator, "cost_model": cost_model, "share": share,
-                "output": os.path.abspath(output) if output else None,
-                "measure": dataclasses.asdict(measure_config or measure.MeasureConfig())}
+    settings = RunSettings(
+        source=source if isinstance(source, str) else None, scheduler=scheduler if isinstance(scheduler, str) else None,
+        input_shapes=input_shapes or {}, budget=budget or RunSettings.budget, trials_per_slot=trials_per_slot,
+        level=level, seed=seed, evaluator=evaluator, cost_model=cost_model, share=share,
+        output=os.path.abspath(output) if output else None, measure=measure_config or RunSettings.measure,
+        runner=runner)
     with _ownership() as owned:
-        return _tune(source, store, None, settings, scheduler, target, example_inputs, _reporter(reporter, progress),
-                     compare_torch, owned)
+        return _tune(source, store, None, settings, scheduler, target, example_inputs,
+                     _callbacks(callbacks, progress), compare_torch, owned)
 
 
-def _reporter(reporter: Reporter | None, progress: bool | None) -> Reporter:
-    """``reporter``, else the live display when ``progress`` (``None``: stdout is a terminal or a notebook),
-    else a quiet one."""
-    if reporter is not None:
-        return reporter
-    from rich.console import Console
-
-    from tunewise.progress import LiveProgress
-
+def _callbacks(callbacks: Sequence[Callback | str], progress: bool | None) -> CallbackList:
+    """``callbacks``, and the live display when ``progress`` (``None``: stdout is a terminal or a notebook)."""
     if progress is None:
+        from rich.console import Console
+
         console = Console()
         progress = console.is_terminal or console.is_jupyter
-    return LiveProgress() if progress else Reporter()
+    return CallbackList([*callbacks, *(["progress"] if progress else [])])
 
 
 def resume(run: int, *, store=None, budget: session.Budget | Mapping | None = None, source=None,
-           example_inputs=None, scheduler=None, reporter: Reporter | None = None,
+           example_inputs=None, scheduler=None, callbacks: Sequence[Callback | str] = (),
            compare_torch: bool = True, output: str | None = None, progress: bool | None = None) -> TuneResult:
     """Continue run ``run`` of ``store`` where it stopped (killed, interrupted, failed, or finished and given
     a larger ``budget``), with the settings it was started with: what it measured is kept and counts against
@@ -148,37 +128,32 @@ def resume(run: int, *, store=None, budget: session.Budget | Mapping | None = No
 
     ``budget`` (a :class:`~tunewise.session.Budget`, or a mapping of some of its fields) replaces the limits
     it sets and keeps the run's other limits; the budget so made is stored in the run's settings. ``output``
-    replaces the run's artifact folder, in the store too. ``progress`` is :func:`tune`'s.
-    Raises :class:`~tunewise.errors.RunBusyError` when another live process owns the run.
+    replaces the run's artifact folder, in the store too. Settings stored in an older form are stored again
+    in the full one (:meth:`~tunewise.settings.RunSettings.from_json`). ``callbacks`` and ``progress`` are
+    :func:`tune`'s. Raises :class:`~tunewise.errors.RunBusyError` when another live process owns the run.
     """
     store = stores.create(store, must_exist=True)
     spec = store.get_run(run)
     if spec.status == stores.IMPORTED:
         raise InputError(f"run {run} is an import of records, not a tuning run")
-    settings = dict(spec.settings)
+    try:
+        settings = RunSettings.from_json(spec.settings)
+    except InputError as err:
+        raise InputError(f"run {run} cannot be resumed: {err}") from None
     if budget is not None:
-        settings["budget"] = _replaced_limits(settings["budget"], budget)
-    source = source if source is not None else settings["source"]
-    scheduler = scheduler if scheduler is not None else settings["scheduler"]
+        settings = settings.with_limits(budget)
+    source = source if source is not None else settings.source
+    scheduler = scheduler if scheduler is not None else settings.scheduler
     if source is None or scheduler is None:
         raise InputError(f"run {run} was started with a Python model or scheduler object: pass it again")
     if output is not None:
-        settings["output"] = check_folder(output, "artifact folder")
+        settings = dataclasses.replace(settings, output=check_folder(output, "artifact folder"))
     with _ownership() as owned:
         owned.claim(store, run)
-        if settings != spec.settings:
-            store.update_settings(run, settings)
+        if settings.to_json() != spec.settings:
+            store.update_settings(run, settings.to_json())
         return _tune(source, store, run, settings, scheduler, spec.target, example_inputs,
-                     _reporter(reporter, progress), compare_torch, owned)
-
-
-def _replaced_limits(limits: Mapping, budget: session.Budget | Mapping) -> dict:
-    """The budget ``limits`` (a dict of :class:`~tunewise.session.Budget`) with the limits ``budget`` sets."""
-    changes = dataclasses.asdict(budget) if isinstance(budget, session.Budget) else dict(budget)
-    unknown = set(changes) - {f.name for f in dataclasses.fields(session.Budget)}
-    if unknown:
-        raise InputError(f"unknown budget limits: {', '.join(sorted(unknown))}")
-    return dataclasses.asdict(session.Budget(**{**limits, **{k: v for k, v in changes.items() if v is not None}}))
+                     _callbacks(callbacks, progress), compare_torch, owned)
 
 
 def resume_command(run: int, store_url: str | None) -> str:
@@ -210,98 +185,54 @@ def _ownership():
             raise stop.of_run(owned.run, owned.store.url) from None
 
 
-def _tune(source, store, run: int | None, settings: dict, scheduler, target, example_inputs, reporter: Reporter,
-          compare_torch: bool, owned: Lease) -> TuneResult:
+def _tune(source, store, run: int | None, settings: RunSettings, scheduler, target, example_inputs,
+          told: CallbackList, compare_torch: bool, owned: Lease) -> TuneResult:
     """The job behind :func:`tune` (``run`` None: a new run) and :func:`resume`; ``store`` may be a URL.
     ``owned`` holds the run (a new run: from its creation).
 
     A time budget covers the whole job: tuning ends in time for the steps after it
     (:func:`~tunewise.timebudget.compile_estimate`).
     """
-    start, phases = time.perf_counter(), {}
-    budget = session.Budget(**settings["budget"])
-    seed, level = settings["seed"], settings["level"]
-    scheduler = schedulers.create_seeded(scheduler, seed)
-    if isinstance(source, str):
-        frontend.check_source(source)
-    if level not in graph.LEVELS:
-        raise InputError(f"unknown graph level {level!r}; choose one of: {', '.join(graph.LEVELS)}")
-    evaluator = runners.create(settings.get("evaluator", "fixed"))
-    cost_model_name = settings.get("cost_model", "xgb")
-    if cost_model_name not in cost_models.names():
-        raise InputError(f"unknown cost model {cost_model_name!r}; choose one of: {', '.join(cost_models.names())}")
-    check_folder(settings["output"] or "tunewise-out", "artifact folder")
-    tvm_target = targets.resolve(target)
-    targets.check_runnable(tvm_target)
-    store = stores.create(store)
-    tvm_env.prepare(tvm_target.kind.name)
-
-    reporter.phase("importing the model")
-    input_shapes = {k: tuple(v) for k, v in settings["input_shapes"].items()}
-    imported = frontend.load(source, example_inputs=example_inputs, input_shapes=input_shapes, seed=seed)
-    output = settings["output"] or os.path.abspath(os.path.join("tunewise-out", imported.name))
-    phases["import"] = time.perf_counter() - start
-
-    raise_if_stopped()
-    measurer = measure.Measurer(tvm_target, measure.MeasureConfig(**settings["measure"]), evaluator=evaluator)
-    try:
-        stored = store.get_tasks(run) if run is not None else []
-        reporter.phase("extracting tasks" + ("" if stored else " and measuring their default latency"))
-        extract_start = time.perf_counter()
-        model = tasks.extract(imported, tvm_target, level=level)
-        build_seconds = time.perf_counter() - extract_start
-        if not stored:
-            model = tasks.measure_defaults(model, measurer)
-        elif len(stored) == len(model.tasks):  # resuming: the default latencies the run was tuned against
-            model = model.with_default_latencies(s.default_latency for s in stored)
-        raise_if_stopped()
-        if run is None:
-            settings["output"] = output
-            run = store.create_run(model.name, str(tvm_target), settings["scheduler"] or repr(scheduler), settings,
-                                   owner=owned.owner)
-            owned.hold(store, run)
-        end = None if budget.time_budget is None else start + budget.time_budget
-
-        def deadline(snapshot) -> float:
-            return end - compile_estimate(build_seconds, model.untuned_latency(), snapshot.estimated_latency())
-
-        loop = session.Session(model, scheduler, budget, measurer, store, run,
-                               trials_per_slot=settings["trials_per_slot"], seed=seed, cost_model=cost_model_name,
-                               share=settings.get("share", False), listeners=[reporter.slot], owner=owned.owner,
-                               on_phase=reporter.slot_phase,
-                               deadline=None if end is None else deadline)
-        phases["extract"] = time.perf_counter() - start - phases["import"]
-        reporter.phase(f"tuning as run {run} of {stores.display_url(store.url)}"
-                       + (f", resumed after {len(loop.trials)} trials" if loop.trials else ""))
-        left = None if end is None else deadline(loop.snapshot()) - time.perf_counter()
-        reporter.tuning_started(model, budget if left is None or left <= 0 else dataclasses.replace(
+    start = time.perf_counter()
+    budget = settings.budget
+    check_folder(settings.output or "tunewise-out", "artifact folder")
+    end = None if budget.time_budget is None else start + budget.time_budget
+    prepared = prepare_run(source, settings, store=store, target=target, example_inputs=example_inputs,
+                           scheduler=scheduler, callbacks=told.callbacks, run=run, lease=owned, finish_by=end)
+    model, loop = prepared.model, prepared.session
+    store, run, output = loop.store, loop.run_id, settings.artifact_folder(model.name)
+    phases = {"import": prepared.import_seconds, "extract": time.perf_counter() - start - prepared.import_seconds}
+    with prepared:
+        told.phase(f"tuning as run {run} of {stores.display_url(store.url)}"
+                   + (f", resumed after {len(loop.trials)} trials" if loop.trials else ""))
+        left = None if end is None else loop.deadline(loop.snapshot()) - time.perf_counter()
+        told.tuning_started(model, budget if left is None or left <= 0 else dataclasses.replace(
             budget, time_budget=min(budget.time_budget, loop.elapsed + left)))
         tune_start = time.perf_counter()
         final = loop.run()
         phases["tune"] = time.perf_counter() - tune_start
-        reporter.tuning_finished()
-    finally:
-        measurer.close()
+        told.tuning_finished()
 
     raise_if_stopped()
-    reporter.phase("compiling the untuned model")
-    untuned = compiler.CompiledModel(compiler.build(model), tvm_target)
-    reporter.phase("compiling with the tuned records and checking outputs")
-    compiled = compiler.CompiledModel(compiler.build(model, loop.database), tvm_target)
+    told.phase("compiling the untuned model")
+    untuned = compiler.CompiledModel(compiler.build(model), model.target)
+    told.phase("compiling with the tuned records and checking outputs")
+    compiled = compiler.CompiledModel(compiler.build(model, loop.database), model.target)
     max_error = compiler.verify(compiled, model.inputs, model.reference_outputs)
-    reporter.phase("timing the untuned and tuned models" + (" and the references" if compare_torch else "")
-                   + " in fresh processes")
+    told.phase("timing the untuned and tuned models" + (" and the references" if compare_torch else "")
+               + " in fresh processes")
     untuned_latency, tuned_latency, rounds = timings.time_compiled(untuned, compiled, model.inputs)
-    eager, onnxruntime = (timings.time_references(source, model.inputs, example_inputs=example_inputs, seed=seed)
+    eager, onnxruntime = (timings.time_references(source, model.inputs, example_inputs=example_inputs,
+                                                  seed=settings.seed)
                           if compare_torch else (None, None))
     failures = sum(t.failures for t in final.tasks)
     compiled.metadata.update(
-        model=model.name, graph_level=level, scheduler=type(scheduler).__name__, run=run,
+        model=model.name, graph_level=settings.level, scheduler=type(loop.scheduler).__name__, run=run,
         **compiler.io_metadata(model.inputs, model.reference_outputs, model.mod),
         latency_s=tuned_latency, untuned_latency_s=untuned_latency, torch_eager_latency_s=eager,
         onnxruntime_latency_s=onnxruntime, timing=timings.describe(rounds),
         trials=final.trials, failures=failures, tuning_seconds=final.elapsed, max_relative_error=max_error,
-        evaluator=settings.get("evaluator", "fixed"), cost_model=cost_model_name, shared_trials=loop.shared,
+        evaluator=settings.evaluator, cost_model=settings.cost_model, shared_trials=loop.shared,
         latency_estimate_history=[list(point) for point in loop.history],
     )
     compiled.save(output)

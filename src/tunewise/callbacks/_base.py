@@ -1,0 +1,39 @@
+"""The callback contract: what a tuning run tells the code that watches it."""
+
+from __future__ import annotations
+
+
+class Callback:
+    """Told what a tuning run does; every method does nothing here, and a callback overrides those it needs.
+
+    Contract:
+
+    - :meth:`slot_recorded` is called once for every slot that measured trials, after the slot's trials and
+      checkpoint are committed to the store, in slot order; :meth:`slot_phase` when the slot in flight enters
+      a phase. Both come from :class:`~tunewise.session.Session` (``callbacks=[...]``).
+    - :meth:`phase`, :meth:`tuning_started` and :meth:`tuning_finished` come from the job around the session:
+      :func:`tunewise.tune` and :func:`tunewise.resume` send all three, :func:`tunewise.prepare.prepare_run`
+      sends :meth:`phase` for the steps it takes; a session driven alone sends none of them.
+    - Every call is made in the tuning thread, which waits for it: a callback is quick (a live display
+      redraws on its own thread). The snapshots it gets are frozen (:class:`~tunewise.state.Snapshot`); it
+      acts on nothing the run owns. An exception it raises ends the run like any other (the run is left
+      ``failed``, or ``interrupted`` for a ``KeyboardInterrupt``); the slots recorded before stay in the store.
+    """
+
+    def phase(self, text: str) -> None:
+        """A step of the job started (importing, extracting, tuning, compiling...), described by ``text``."""
+
+    def tuning_started(self, model, budget) -> None:
+        """Tasks of ``model`` (:class:`~tunewise.tasks.ExtractedModel`) are extracted and measured; slots
+        follow, under ``budget`` (:class:`~tunewise.session.Budget`; its time limit is the tuning time left)."""
+
+    def slot_phase(self, snapshot, task: int, phase: str) -> None:
+        """The slot in flight, of task ``task``, entered ``phase`` (``search``, ``build``, ``measure``);
+        ``snapshot`` is the run before the slot."""
+
+    def slot_recorded(self, event, snapshot) -> None:
+        """A slot was measured and recorded: ``event`` (:class:`~tunewise.session.SlotEvent`) says what it did,
+        ``snapshot`` is the run after it."""
+
+    def tuning_finished(self) -> None:
+        """The tuning loop ended (its budget spent, or every task finished)."""

@@ -1,0 +1,145 @@
+"""Putting a tuning run together from its settings: target, model, tasks, measurer, store run, session.
+
+:func:`prepare_run` is the whole chain (what :func:`tunewise.tune` runs before tuning); :func:`load_model` and
+:func:`open_session` are its two halves, for a driver that tunes one extracted model several times (the
+bench scripts: one extraction, one run per scheduler, seed or evaluator).
+
+>>> with prepare_run("tiny-mlp", RunSettings(budget=Budget(max_trials=8)), store="sqlite://") as prepared:
+...     final = prepared.session.run()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tunewise import frontend, measure, schedulers, session, stores, tasks, tvm_env
+from tunewise import target as targets
+from tunewise.callbacks import Callback, CallbackList
+from tunewise.interrupts import raise_if_stopped
+from tunewise.settings import RunSettings
+from tunewise.timebudget import compile_estimate
+
+
+def load_model(source, settings: RunSettings, *, target=None, measurer: measure.Measurer | None = None,
+               example_inputs=None) -> tasks.ExtractedModel:
+    """``source`` (zoo name, ``.onnx``/``.pt2`` path, or ``nn.Module`` with ``example_inputs``) imported with
+    the settings' input shapes and seed, and its tasks extracted at their graph level for ``target`` (a TVM
+    target, or what :func:`tunewise.target.resolve` takes); with a ``measurer``, their default latencies
+    measured (:func:`tunewise.tasks.measure_defaults`)."""
+    tvm_target = targets.resolve(target)
+    tvm_env.prepare(tvm_target.kind.name)
+    imported = frontend.load(source, example_inputs=example_inputs, input_shapes=settings.input_shapes,
+                             seed=settings.seed)
+    return tasks.extract(imported, tvm_target, level=settings.level, measurer=measurer)
+
+
+def make_measurer(target, settings: RunSettings) -> measure.Measurer:
+    """The measurer the settings ask for: their measure configuration, evaluator and runner, for ``target``."""
+    return measure.Measurer(target, settings.measure, evaluator=settings.evaluator, runner=settings.runner)
+
+
+def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, measurer: measure.Measurer,
+                 scheduler=None, callbacks: Sequence[Callback | str] = (), run: int | None = None, lease=None,
+                 deadline=None) -> session.Session:
+    """A :class:`~tunewise.session.Session` tuning ``model`` as ``settings`` say, recording to ``store`` (a
+    :class:`~tunewise.stores.Store`).
+
+    ``run`` None makes a new run whose stored settings are ``settings`` with the artifact folder filled in
+    (:meth:`RunSettings.artifact_folder`); otherwise the session resumes run ``run``. ``scheduler`` (a
+    scheduler object, or a name) replaces the settings' scheduler, seeded with their seed. ``measurer`` is
+    the caller's, and should measure as the settings say (:func:`make_measurer`). With ``lease``
+    (:class:`tunewise.lease.Lease`) a new run is held by it from its creation, and the session commits only
+    while it holds the run. ``deadline`` is :class:`~tunewise.session.Session`'s.
+    """
+    scheduler = schedulers.create_seeded(scheduler if scheduler is not None else settings.scheduler, settings.seed)
+    owner = None if lease is None else lease.owner
+    if run is None:
+        stored = dataclasses.replace(settings, output=settings.artifact_folder(model.name))
+        run = store.create_run(model.name, str(model.target), settings.scheduler or repr(scheduler),
+                               stored.to_json(), owner=owner)
+        if lease is not None:
+            lease.hold(store, run)
+    return session.Session(model, scheduler, settings.budget, measurer, store, run,
+                           trials_per_slot=settings.trials_per_slot, seed=settings.seed,
+                           cost_model=settings.cost_model, share=settings.share, callbacks=callbacks, owner=owner,
+                           deadline=deadline)
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run ready to tune: ``session.run()`` tunes it. Closing it (or leaving its ``with`` block) closes the
+    measurer the session uses. ``import_seconds`` and ``extract_seconds`` are the wall time of the import and
+    of the graph passes and task extraction (default latencies not included)."""
+
+    model: tasks.ExtractedModel
+    session: session.Session
+    import_seconds: float
+    extract_seconds: float
+
+    def close(self) -> None:
+        self.session.measurer.close()
+
+    def __enter__(self) -> PreparedRun:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def prepare_run(source, settings: RunSettings, *, store=None, target=None, example_inputs=None, scheduler=None,
+                callbacks: Sequence[Callback | str] = (), run: int | None = None, lease=None,
+                finish_by: float | None = None) -> PreparedRun:
+    """Resolve ``target`` and check it can run here, open ``store`` (a :class:`~tunewise.stores.Store` or its
+    URL; default ``sqlite:///tunewise.db``), import ``source`` (``settings.source`` when None), start the
+    measurer, extract the tasks, measure their default latencies (a resumed ``run`` reuses those it stored)
+    and open the session (:func:`open_session`).
+
+    ``callbacks`` are told each step (:meth:`~tunewise.callbacks.Callback.phase`) and, through the session,
+    every slot. ``finish_by`` (a ``time.perf_counter()`` instant) ends tuning in time for compiling the model
+    by then (:func:`~tunewise.timebudget.compile_estimate`). A stop request between steps raises
+    :class:`~tunewise.interrupts.Interrupted`. Raises :class:`~tunewise.errors.TunewiseError` subclasses on
+    bad input, before the store is opened when the input is the target or the source.
+    """
+    start = time.perf_counter()
+    source = settings.source if source is None else source
+    scheduler = schedulers.create_seeded(scheduler if scheduler is not None else settings.scheduler, settings.seed)
+    if isinstance(source, str):
+        frontend.check_source(source)
+    tvm_target = targets.resolve(target)
+    targets.check_runnable(tvm_target)
+    store = stores.create(store)
+    told = CallbackList(callbacks)
+
+    told.phase("importing the model")
+    tvm_env.prepare(tvm_target.kind.name)
+    imported = frontend.load(source, example_inputs=example_inputs, input_shapes=settings.input_shapes,
+                             seed=settings.seed)
+    import_seconds = time.perf_counter() - start
+    raise_if_stopped()
+    measurer = make_measurer(tvm_target, settings)
+    try:
+        stored = store.get_tasks(run) if run is not None else []
+        told.phase("extracting tasks" + ("" if stored else " and measuring their default latency"))
+        extract_start = time.perf_counter()
+        model = tasks.extract(imported, tvm_target, level=settings.level)
+        extract_seconds = time.perf_counter() - extract_start
+        if not stored:
+            model = tasks.measure_defaults(model, measurer)
+        elif len(stored) == len(model.tasks):  # resuming: the default latencies the run was tuned against
+            model = model.with_default_latencies(s.default_latency for s in stored)
+        raise_if_stopped()
+
+        def deadline(snapshot) -> float:
+            return finish_by - compile_estimate(extract_seconds, model.untuned_latency(),
+                                                snapshot.estimated_latency())
+
+        loop = open_session(model, settings, store=store, measurer=measurer, scheduler=scheduler,
+                            callbacks=told.callbacks, run=run, lease=lease,
+                            deadline=None if finish_by is None else deadline)
+    except BaseException:
+        measurer.close()
+        raise
+    return PreparedRun(model, loop, import_seconds, extract_seconds)

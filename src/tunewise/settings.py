@@ -1,0 +1,126 @@
+"""The settings of a tuning run: one frozen object, one set of defaults, one JSON form in the store.
+
+:class:`RunSettings` is what ``tunewise tune`` (its options), :func:`tunewise.tune` (its keywords) and
+:func:`tunewise.prepare.prepare_run` (the bench scripts) start a run with, and what the store keeps for
+:func:`tunewise.resume`. Its field defaults are the defaults of all of them.
+
+Runs stored with fewer keys are read by :meth:`RunSettings.from_json` with the value each such run was tuned
+with (:data:`ADDED_KEYS`): ``share`` false (runs stored before schedule sharing existed tuned every task
+alone), ``evaluator`` ``"fixed"`` and ``cost_model`` ``"xgb"`` (what tunewise ran for settings without them),
+``runner`` ``"local"`` (the only runner there was). Every other key has been stored since runs had settings,
+so settings without one are not a tuning run's, and are refused.
+
+>>> settings = RunSettings(source="tiny-mlp", budget=Budget(max_trials=32))
+>>> RunSettings.from_json(settings.to_json()) == settings
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from tunewise import candidate_runners, cost_models, graph, runners, schedulers
+from tunewise.errors import InputError
+from tunewise.measure import MeasureConfig
+from tunewise.session import Budget
+
+ADDED_KEYS: Mapping[str, object] = {"share": False, "evaluator": "fixed", "cost_model": "xgb", "runner": "local"}
+"""Keys a stored run may lack, each with the value the runs stored without it were tuned with."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a run tunes. Every field is checked on construction (:class:`~tunewise.errors.InputError`).
+
+    ``source`` is a zoo name or an absolute model-file path (``None``: a Python model object, passed again to
+    resume); ``scheduler`` a :mod:`tunewise.schedulers` name (``None``: a scheduler object); ``input_shapes``
+    maps ONNX input names to shapes; ``level`` is the graph level (:data:`tunewise.graph.LEVELS`);
+    ``evaluator``, ``cost_model`` and ``runner`` are names for :func:`tunewise.runners.create`,
+    :func:`tunewise.cost_models.create` and :func:`tunewise.candidate_runners.create`; ``share`` lets tasks of
+    one anchor share schedules (:mod:`tunewise.sharing`); ``output`` is the artifact folder (``None``:
+    ``tunewise-out/MODEL``).
+    """
+
+    source: str | None = None
+    scheduler: str | None = schedulers.DEFAULT
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    budget: Budget = Budget(max_trials=200)
+    trials_per_slot: int = 16
+    level: str = graph.DEFAULT_LEVEL
+    seed: int = 0
+    evaluator: str = runners.DEFAULT
+    cost_model: str = "xgb"
+    share: bool = True
+    output: str | None = None
+    measure: MeasureConfig = MeasureConfig()
+    runner: str = candidate_runners.DEFAULT
+
+    def __post_init__(self):
+        object.__setattr__(self, "input_shapes", {k: tuple(v) for k, v in self.input_shapes.items()})
+        if not isinstance(self.budget, Budget):
+            raise InputError(f"budget must be a tunewise Budget, got {self.budget!r}")
+        if not isinstance(self.measure, MeasureConfig):
+            raise InputError(f"measure must be a tunewise MeasureConfig, got {self.measure!r}")
+        if not _whole(self.trials_per_slot) or self.trials_per_slot <= 0:
+            raise InputError(f"trials per slot must be positive, got {self.trials_per_slot}")
+        if not _whole(self.seed) or self.seed < 0:
+            raise InputError(f"seed must be a whole number of at least 0, got {self.seed!r}")
+        if not isinstance(self.share, bool):
+            raise InputError(f"share must be true or false, got {self.share!r}")
+        if self.level not in graph.LEVELS:
+            raise InputError(f"unknown graph level {self.level!r}; choose one of: {', '.join(graph.LEVELS)}")
+        for kind, name, valid in (("scheduler", self.scheduler, schedulers.names()),
+                                  ("evaluator", self.evaluator, runners.names()),
+                                  ("cost model", self.cost_model, cost_models.names()),
+                                  ("runner", self.runner, candidate_runners.names())):
+            if name not in valid and not (kind == "scheduler" and name is None):
+                raise InputError(f"unknown {kind} {name!r}; valid names: {', '.join(valid)}")
+
+    def with_limits(self, budget: Budget | Mapping) -> RunSettings:
+        """These settings with the limits ``budget`` sets (a :class:`~tunewise.session.Budget`, or a mapping of
+        some of its fields; ``None`` values set nothing) replacing the budget's, its other limits kept."""
+        changes = dataclasses.asdict(budget) if isinstance(budget, Budget) else dict(budget)
+        unknown = set(changes) - {f.name for f in dataclasses.fields(Budget)}
+        if unknown:
+            raise InputError(f"unknown budget limits: {', '.join(sorted(unknown))}")
+        return dataclasses.replace(self, budget=dataclasses.replace(
+            self.budget, **{k: v for k, v in changes.items() if v is not None}))
+
+    def artifact_folder(self, model: str) -> str:
+        """Where the artifact of model ``model`` goes: ``output``, else ``tunewise-out/MODEL`` (absolute)."""
+        return self.output or os.path.abspath(os.path.join("tunewise-out", model))
+
+    def to_json(self) -> dict:
+        """The JSON object the store keeps (budget and measure as objects, shapes as lists)."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data.update(input_shapes={k: list(v) for k, v in self.input_shapes.items()},
+                    budget=dataclasses.asdict(self.budget), measure=dataclasses.asdict(self.measure))
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> RunSettings:
+        """The settings :meth:`to_json` gave, or a run stored without some of :data:`ADDED_KEYS` (each gets the
+        value those runs were tuned with). Raises :class:`~tunewise.errors.InputError` on settings that lack
+        another key, hold a key these settings do not have, or a bad value."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        missing = [k for k in names if k not in data and k not in ADDED_KEYS]
+        if missing:
+            raise InputError(f"these are not a tuning run's settings: they lack {', '.join(missing)}")
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise InputError(f"the run's settings hold keys this version of tunewise does not know: "
+                             f"{', '.join(unknown)}")
+        values = {**ADDED_KEYS, **data}
+        for key, kind in (("budget", Budget), ("measure", MeasureConfig)):
+            try:
+                values[key] = kind(**values[key])
+            except TypeError as err:
+                raise InputError(f"bad {key} in the run's settings: {err}") from None
+        return cls(**values)
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

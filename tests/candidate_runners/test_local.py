@@ -1,0 +1,58 @@
+"""Candidate runners: the factory, and the local runner measuring a real tiny task."""
+
+import pytest
+
+from tunewise import candidate_runners, measure, runners, tasks, tvm_env
+from tunewise.errors import InputError
+
+
+def test_an_unknown_runner_is_one_line():
+    with pytest.raises(InputError) as err:
+        candidate_runners.create("rpc", target=None, config=None)
+    assert str(err.value) == "unknown runner 'rpc'; valid names: local"
+
+
+def test_an_argument_the_runner_does_not_take_is_named():
+    with pytest.raises(InputError, match=r"runner 'local' got unknown arguments \['tracker'\]; it takes: target"):
+        candidate_runners.create("local", target=None, config=None, tracker="host:9190")
+
+
+@pytest.mark.tvm
+def test_the_local_runner_measures_a_tiny_task(tiny_mlp, host_target):
+    mod = tiny_mlp.task_mods[0]
+    artifact = tvm_env.export_candidate(tvm_env.build_candidate(mod, host_target))
+    runner = candidate_runners.create("local", target=host_target,
+                                      config=measure.MeasureConfig(number=2, min_repeat_ms=10))
+    try:
+        result = runner.run(artifact, tasks.args_info(mod), runners.create("fixed"))
+    finally:
+        runner.close()
+    assert result.error_msg is None
+    assert len(result.run_secs) == 1 and 0 < float(result.run_secs[0]) < 1
+
+
+class Counting(candidate_runners.CandidateRunner):
+    """A runner of one's own: the local runner, counting the candidates it is given."""
+
+    def __init__(self, *, target, config):
+        self.local = candidate_runners.Local(target=target, config=config)
+        self.runs = 0
+
+    def run(self, artifact, args_info, evaluator):
+        self.runs += 1
+        return self.local.run(artifact, args_info, evaluator)
+
+    def close(self):
+        self.local.close()
+
+
+@pytest.mark.tvm
+def test_the_measurer_measures_through_a_runner_it_is_given(tiny_mlp, host_target):
+    config = measure.MeasureConfig(number=2, min_repeat_ms=10)
+    runner = Counting(target=host_target, config=config)
+    measurer = measure.Measurer(host_target, config, evaluator="fixed", runner=runner)
+    try:
+        results = measurer.measure([(m, tasks.args_info(m)) for m in tiny_mlp.task_mods])
+    finally:
+        measurer.close()
+    assert runner.runs == 2 and all(r.error is None and r.latency > 0 for r in results)

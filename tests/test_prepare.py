@@ -1,0 +1,47 @@
+"""Putting a run together: prepare_run gives a session that tunes and records as its settings say."""
+
+import os
+
+import pytest
+
+from tunewise import callbacks, measure, prepare, stores
+from tunewise.session import Budget
+from tunewise.settings import RunSettings
+
+pytestmark = pytest.mark.tvm
+
+QUICK = measure.MeasureConfig(number=2, min_repeat_ms=10)
+
+
+def test_prepare_run_gives_a_working_session(tmp_path):
+    settings = RunSettings(source="tiny-mlp", budget=Budget(max_trials=4), trials_per_slot=2, scheduler="round-robin",
+                           evaluator="fixed", measure=QUICK)
+    store = stores.create(f"sqlite:///{tmp_path}/tunewise.db")
+    log = callbacks.SlotLog()
+    told = []
+
+    class Steps(callbacks.Callback):
+        def phase(self, text):
+            told.append(text)
+
+    with prepare.prepare_run(None, settings, store=store, callbacks=[log, Steps()]) as prepared:
+        final = prepared.session.run()
+    assert told == ["importing the model", "extracting tasks and measuring their default latency"]
+    assert final.trials == 4 and [e.trials for e in log.events] == [2, 2]
+    assert len(prepared.model.tasks) == 2 and all(t.default_latency > 0 for t in prepared.model.tasks)
+    run = store.get_run(prepared.session.run_id)
+    assert (run.model, run.scheduler, run.status) == ("tiny-mlp", "round-robin", stores.TUNED)
+    assert RunSettings.from_json(run.settings) == RunSettings(
+        source="tiny-mlp", budget=Budget(max_trials=4), trials_per_slot=2, scheduler="round-robin", evaluator="fixed",
+        measure=QUICK, output=os.path.abspath(os.path.join("tunewise-out", "tiny-mlp")))
+    assert len(store.get_trials(run.id)) == 4
+
+
+def test_open_session_tunes_an_extracted_model_again(tiny_mlp, measurer):
+    store = stores.create("sqlite://")
+    settings = RunSettings(budget=Budget(max_trials=2), trials_per_slot=2, scheduler="random", seed=5)
+    runs = [prepare.open_session(tiny_mlp, settings, store=store, measurer=measurer) for _ in range(2)]
+    for loop in runs:
+        assert loop.run().trials == 2
+    assert [r.id for r in store.get_runs()] == [loop.run_id for loop in runs]
+    assert all(r.settings["seed"] == 5 and r.scheduler == "random" for r in store.get_runs())

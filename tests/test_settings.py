@@ -1,0 +1,146 @@
+"""Run settings: one set of defaults for the CLI, the API and the store; the JSON form and its upgrades."""
+
+import dataclasses
+import inspect
+import json
+
+import pytest
+
+from tunewise import cli, stores, workflow
+from tunewise.errors import InputError
+from tunewise.measure import MeasureConfig
+from tunewise.session import Budget
+from tunewise.settings import ADDED_KEYS, RunSettings
+
+
+def old_form(output: str) -> dict:
+    """The settings ``tunewise tune tiny-mlp --trials 2 --trials-per-slot 2 -o OUTPUT`` stored when runs first
+    had settings (commit 4d06c26): no ``share`` (sharing came later), no ``runner``."""
+    return {"source": "tiny-mlp", "scheduler": "gradient", "input_shapes": {},
+            "budget": {"max_trials": 2, "time_budget": None, "per_task_trials": None, "patience": None},
+            "trials_per_slot": 2, "level": "fold-bn", "seed": 0, "evaluator": "fixed", "cost_model": "xgb",
+            "output": output,
+            "measure": {"number": 3, "repeat": 1, "min_repeat_ms": 100, "enable_cpu_cache_flush": False,
+                        "build_timeout": 30.0, "run_timeout": 30.0, "builder_workers": 0, "overlap": False}}
+
+
+def test_json_round_trip_through_a_store():
+    settings = RunSettings(source="/models/m.onnx", scheduler="random", input_shapes={"x": (2, 3)},
+                           budget=Budget(max_trials=50, time_budget=90.0, patience=8), trials_per_slot=4,
+                           level="fold-bn", seed=3, evaluator="fixed", cost_model="rfei", share=False,
+                           output="/out", measure=MeasureConfig(number=5, overlap=True))
+    store = stores.create("sqlite://")
+    run = store.create_run("m", "llvm", "random", settings.to_json())
+    assert RunSettings.from_json(store.get_run(run).settings) == settings
+    assert json.loads(json.dumps(settings.to_json())) == settings.to_json()
+
+
+def test_an_old_form_gets_the_values_its_run_was_tuned_with():
+    settings = RunSettings.from_json(old_form("/out"))
+    # the run tuned every task alone (no sharing then), not with today's default
+    assert settings.share is False and RunSettings().share is True
+    assert settings.runner == "local"
+    assert (settings.scheduler, settings.level, settings.evaluator, settings.budget) == (
+        "gradient", "fold-bn", "fixed", Budget(max_trials=2))
+    # an evaluator or cost model missing: what the code always ran for them, not today's adaptive default
+    bare = RunSettings.from_json({k: v for k, v in old_form("/out").items() if k not in ("evaluator", "cost_model")})
+    assert (bare.evaluator, bare.cost_model) == ("fixed", "xgb") and RunSettings().evaluator == "adaptive"
+    assert set(ADDED_KEYS) == {"share", "evaluator", "cost_model", "runner"}
+
+
+@pytest.mark.parametrize("data,expected", [
+    ({}, "not a tuning run's settings: they lack source, scheduler"),
+    ({"recording": "replay trace"}, "they lack source"),
+    ({**old_form("/out"), "turbo": True}, "keys this version of tunewise does not know: turbo"),
+    ({**old_form("/out"), "measure": {"number": 3, "warp": 9}}, "bad measure"),
+    ({**old_form("/out"), "level": "max"}, "unknown graph level 'max'"),
+    ({**old_form("/out"), "runner": "rpc"}, "unknown runner 'rpc'; valid names: local"),
+])
+def test_settings_that_are_not_a_runs_are_refused_in_one_line(data, expected):
+    with pytest.raises(InputError) as err:
+        RunSettings.from_json(data)
+    assert expected in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("changes,expected", [
+    ({"trials_per_slot": 0}, "trials per slot must be positive"),
+    ({"seed": -1}, "seed must be a whole number of at least 0"),
+    ({"scheduler": "fastest"}, "unknown scheduler 'fastest'"),
+    ({"evaluator": "stopwatch"}, "unknown evaluator 'stopwatch'"),
+    ({"cost_model": "oracle"}, "unknown cost model 'oracle'"),
+    ({"budget": {"max_trials": 3}}, "budget must be a tunewise Budget"),
+])
+def test_bad_settings_are_refused(changes, expected):
+    with pytest.raises(InputError, match=expected):
+        RunSettings(**changes)
+
+
+def test_with_limits_replaces_only_the_limits_given():
+    settings = RunSettings(budget=Budget(max_trials=10, patience=4))
+    assert settings.with_limits({"max_trials": 20}).budget == Budget(max_trials=20, patience=4)
+    assert settings.with_limits(Budget(time_budget=60.0)).budget == Budget(max_trials=10, time_budget=60.0, patience=4)
+    with pytest.raises(InputError, match="unknown budget limits: trials"):
+        settings.with_limits({"trials": 20})
+
+
+def test_the_api_defaults_are_the_settings_defaults():
+    params = inspect.signature(workflow.tune).parameters
+    renamed = {"measure": "measure_config"}
+    for f in dataclasses.fields(RunSettings):
+        if f.name in ("source", "input_shapes"):
+            continue
+        default = params[renamed.get(f.name, f.name)].default
+        if f.name in ("budget", "measure", "output"):  # None: the settings' default
+            assert default is None, f.name
+        else:
+            assert default == f.default, f.name
+
+
+def test_the_cli_leaves_every_unset_option_to_the_settings_and_shows_their_defaults(capsys):
+    args = cli._parser().parse_args(["tune", "tiny-mlp"])
+    assert cli._tune_options(args) == {}
+    defaults = RunSettings()
+    with pytest.raises(SystemExit):
+        cli.main(["tune", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for text in (f"total trials (default {defaults.budget.max_trials} unless", f"(default: {defaults.scheduler})",
+                 f"candidates per slot (default {defaults.trials_per_slot})", f"default: {defaults.evaluator})",
+                 f"default: {defaults.cost_model})", f"(default: {defaults.level})",
+                 f"(default {defaults.seed})"):
+        assert text in shown, text
+    # the options given, and those only
+    args = cli._parser().parse_args(["tune", "tiny-mlp", "--patience", "5", "--no-share", "--seed", "2"])
+    assert RunSettings(source="tiny-mlp", **cli._tune_options(args)) == RunSettings(
+        source="tiny-mlp", budget=dataclasses.replace(defaults.budget, patience=5), share=False, seed=2)
+
+
+@pytest.mark.tvm
+def test_the_cli_stores_the_settings_defaults(tmp_path):
+    url, out = f"sqlite:///{tmp_path}/tunewise.db", str(tmp_path / "out")
+    assert cli.main(["tune", "tiny-mlp", "--trials", "2", "-o", out, "--store", url]) == 0
+    stored = stores.create(url).get_run(1).settings
+    assert stored == RunSettings(source="tiny-mlp", budget=Budget(max_trials=2), output=out).to_json()
+
+
+@pytest.mark.tvm
+def test_resuming_an_old_form_run_stores_it_in_full_and_tunes_it_as_it_was(tmp_path):
+    url, out = f"sqlite:///{tmp_path}/tunewise.db", str(tmp_path / "out")
+    store = stores.create(url)
+    from tunewise import target
+
+    run = store.create_run("tiny-mlp", str(target.resolve(None)), "gradient", old_form(out))
+    assert cli.main(["tune", "--resume", str(run), "--store", url]) == 0
+    stored = store.get_run(run).settings
+    assert stored == {**old_form(out), "share": False, "runner": "local"}
+    with open(f"{out}/metadata.json") as f:
+        metadata = json.load(f)
+    assert (metadata["evaluator"], metadata["graph_level"], metadata["trials"]) == ("fixed", "fold-bn", 2)
+
+
+def test_a_run_without_tuning_settings_is_refused_in_one_line(capsys, tmp_path):
+    url = f"sqlite:///{tmp_path}/tunewise.db"
+    stores.create(url).create_run("tiny-mlp", "llvm", "round-robin", {})  # as the bench scripts made them
+    assert cli.main(["tune", "--resume", "1", "--store", url]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tunewise: error: run 1 cannot be resumed: these are not a tuning run's settings")
+    assert "\n" not in err
