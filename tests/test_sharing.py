@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from tunewise import sharing
+from tunewise import callbacks, sharing
 
 
 def test_groups_pair_tasks_with_the_same_non_empty_anchor():
@@ -134,10 +134,11 @@ def test_dynatune_sees_the_transferred_trials_of_a_mate(twin, measurer):
     store = stores.create("sqlite://")
     run = store.create_run(model.name, str(model.target), "dynatune", {})
     scheduler = Watching(seed=0, n_walkers=8, n_steps=40, burn_in=20)
-    events = []
+    log = callbacks.SlotLog()
     loop = session.Session(model, scheduler, session.Budget(max_trials=10), measurer, store, run, trials_per_slot=4,
-                           share=True, listeners=[lambda e, s: events.append(e)])
+                           share=True, callbacks=[log])
     final = loop.run()
+    events = log.events
     assert final.trials == 10 and len(store.get_trials(run)) == 10 and loop.shared == 2
     # the warm-up gives each convolution a slot: the second one's is its mate's two best schedules, transferred
     first, second = events[0], events[1]

@@ -327,7 +327,7 @@ class Session:
     def _run_slot(self, slot: Slot) -> None:
         k, n, search = slot.task, slot.n, self._searches[slot.task]
         searching = search.searches(n, untrained=not self.trials)
-        before = self.snapshot()
+        before = dataclasses.replace(self.snapshot(), slot=slot.index)  # the run as the slot in flight found it
 
         def on_phase(phase: str) -> None:
             self.callbacks.slot_phase(before, k, phase)
