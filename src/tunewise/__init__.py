@@ -4,16 +4,20 @@
 >>> result = tunewise.tune("tiny-mlp", budget=tunewise.Budget(max_trials=32))  # doctest: +SKIP
 >>> model = tunewise.load(result.artifact)                                      # doctest: +SKIP
 
+TVM's, PyTorch's and ONNX's own output goes to a log file rather than the terminal
+(:mod:`tunewise.noise`); ``tunewise.set_verbose()`` lets it through.
+
 The names below are imported on first use, so ``import tunewise.runtime`` (or the schedulers) does not pay
 for TVM's import.
 """
 
 import importlib
 
-__all__ = ["Budget", "load", "tune"]
+__all__ = ["Budget", "load", "set_verbose", "tune"]
 __version__ = "0.1.0"
 
-_LAZY = {"Budget": "tunewise.session", "load": "tunewise.compile", "tune": "tunewise.workflow"}
+_LAZY = {"Budget": "tunewise.session", "load": "tunewise.compile", "set_verbose": "tunewise.noise",
+         "tune": "tunewise.workflow"}
 
 
 def __getattr__(name: str):

@@ -12,10 +12,12 @@ import os
 import re
 import sys
 
-from tunewise import cost_models, graph, runners, schedulers
+from tunewise import cost_models, graph, noise, runners, schedulers
 from tunewise.errors import InputError, TunewiseError, message_line
 from tunewise.settings import RunSettings
 
+_VERBOSE = ("show TVM's, PyTorch's and ONNX's own output (logs, warnings) here instead of in a log file "
+            "under tunewise-logs/ (also: TUNEWISE_DEBUG=1)")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
 
 
@@ -56,6 +58,7 @@ def _store_option(parser: argparse.ArgumentParser) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tunewise", description="Tune, compile and run deep-learning models with TVM.")
+    parser.add_argument("--verbose", action="store_true", help=_VERBOSE)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     tune = sub.add_parser("tune", help="tune a model and save a compiled artifact")
@@ -129,6 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     tasks.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                        help="shape of an ONNX input with dynamic dimensions")
     tasks.add_argument("--no-measure", action="store_true", help="skip measuring default latencies")
+    for command in [*sub.choices.values(), *records_sub.choices.values()]:
+        command.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=_VERBOSE)
     return parser
 
 
@@ -353,12 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     args = None
     try:
         args = _parser().parse_args(argv)
-        if args.command != "tune":
-            return _COMMANDS[args.command](args)
-        from tunewise import interrupts
+        with noise.routed(args.command, verbose=args.verbose or None):
+            if args.command != "tune":
+                return _COMMANDS[args.command](args)
+            from tunewise import interrupts
 
-        with interrupts.handled():
-            return _cmd_tune(args)
+            with interrupts.handled():
+                return _cmd_tune(args)
     except TunewiseError as err:
         print(f"tunewise: error: {_without_passwords(str(err), argv)}", file=sys.stderr)
         return err.exit_code

@@ -25,6 +25,7 @@ from tunewise.destinations import check_folder
 from tunewise.errors import InputError, StoreError
 from tunewise.interrupts import Interrupted, raise_if_stopped
 from tunewise.lease import Lease
+from tunewise.noise import quiet
 from tunewise.prepare import prepare_run
 from tunewise.settings import RunSettings
 
@@ -68,6 +69,7 @@ def torch_latency(model, example_inputs, *, repeat: int = 30) -> float:
     return statistics.median(samples)
 
 
+@quiet("tune")
 def tune(source, *, example_inputs=None, input_shapes=None, target=None, scheduler=RunSettings.scheduler,
          budget: session.Budget | None = None, trials_per_slot: int = RunSettings.trials_per_slot,
          output: str | None = None, level: str = RunSettings.level, seed: int = RunSettings.seed,
@@ -118,6 +120,7 @@ def _callbacks(callbacks: Sequence[Callback | str], progress: bool | None) -> Ca
     return CallbackList([*callbacks, *(["progress"] if progress else [])])
 
 
+@quiet("tune")
 def resume(run: int, *, store=None, budget: session.Budget | Mapping | None = None, source=None,
            example_inputs=None, scheduler=None, callbacks: Sequence[Callback | str] = (),
            compare_torch: bool = True, output: str | None = None, progress: bool | None = None) -> TuneResult:
