@@ -208,7 +208,7 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     with prepared:
         told.phase(f"tuning as run {run} of {stores.display_url(store.url)}"
                    + (f", resumed after {len(loop.trials)} trials" if loop.trials else ""))
-        left = None if end is None else loop.deadline(loop.snapshot()) - time.perf_counter()
+        left = None if end is None else loop.ledger.seconds_left()
         told.tuning_started(model, budget if left is None or left <= 0 else dataclasses.replace(
             budget, time_budget=min(budget.time_budget, loop.elapsed + left)))
         tune_start = time.perf_counter()
