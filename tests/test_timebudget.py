@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tunewise import stores
-from tunewise.timebudget import SlotPace, compile_estimate
+from tunewise.timebudget import REFERENCES_PROCESS_SECONDS, TIMING_PROCESS_SECONDS, SlotPace, compile_estimate
 
 
 def pace(*slots: tuple[bool, float, int, float]) -> SlotPace:
@@ -65,10 +65,34 @@ def test_empty_slots_do_not_divide_by_zero():
 
 
 def test_compile_estimate():
-    # two builds, the untuned model 4 runs, the tuned one 2 runs and 10 repeats of at least 0.2 s
-    assert compile_estimate(3.0, 0.5, 0.01) == pytest.approx(6.0 + 2.0 + 0.02 + 2.0)
-    assert compile_estimate(3.0, 0.5, 0.3) == pytest.approx(6.0 + 2.0 + 0.6 + 3.0)
-    assert compile_estimate(1.0, math.inf, math.inf) == pytest.approx(2.0 + 2.0)
+    # two builds and two exports; the tuned model run twice; the timing process: both models a warm-up and 10
+    # rounds of at least 0.2 s each (or one call when longer); the references process, at the tuned latency
+    timed = TIMING_PROCESS_SECONDS + (0.5 + 10 * 0.5) + (0.01 + 10 * 0.2)
+    references = REFERENCES_PROCESS_SECONDS + 2 * (0.01 + 10 * 0.2)
+    assert compile_estimate(3.0, 0.5, 0.01) == pytest.approx(9.0 + 0.02 + timed + references)
+    assert compile_estimate(3.0, 0.5, 0.01, references=False) == pytest.approx(9.0 + 0.02 + timed)
+    assert compile_estimate(1.0, math.inf, math.inf) == pytest.approx(
+        3.0 + TIMING_PROCESS_SECONDS + 4.0 + REFERENCES_PROCESS_SECONDS + 4.0)
+    # an untuned model of 6 s a call: the compiled models get 3 rounds (timing.rounds_for), not 10
+    slow = TIMING_PROCESS_SECONDS + (6.0 + 3 * 6.0) + (0.01 + 3 * 0.2)
+    assert compile_estimate(3.0, 6.0, 0.01, references=False) == pytest.approx(9.0 + 0.02 + slow)
+
+
+@pytest.mark.tvm
+def test_compile_estimate_covers_what_follows_tuning(tmp_path, tiny_mlp):
+    """The steps after tuning, as ``tune`` runs them on tiny-mlp, take no longer than estimated."""
+    from tunewise import compile as compiler
+    from tunewise import timing
+
+    start = time.perf_counter()
+    untuned = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target)
+    build_seconds = time.perf_counter() - start
+    tuned = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target)
+    compiler.verify(tuned, tiny_mlp.inputs, tiny_mlp.reference_outputs)
+    untuned_latency, tuned_latency, _ = timing.time_compiled(untuned, tuned, tiny_mlp.inputs)
+    timing.time_references("tiny-mlp", tiny_mlp.inputs)
+    took = time.perf_counter() - start
+    assert took <= compile_estimate(build_seconds, untuned_latency, tuned_latency)
 
 
 @pytest.mark.tvm

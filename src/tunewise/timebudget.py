@@ -11,20 +11,36 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-# compile.CompiledModel.time's defaults (the tuned model's timing) and the untuned model's repeats in workflow
-_TUNED_REPEATS, _MIN_REPEAT_SECONDS, _UNTUNED_REPEATS = 10, 0.2, 3
+from tunewise import timing
+
+# fresh processes of tunewise.timing, measured on a busy 2-core machine: importing TVM and loading both
+# libraries took about 3 s; importing PyTorch and onnxruntime and exporting a zoo model to ONNX 3-5 s
+TIMING_PROCESS_SECONDS = 4.0
+REFERENCES_PROCESS_SECONDS = 6.0
 
 
-def compile_estimate(build_seconds: float, untuned_latency: float, tuned_latency: float) -> float:
+def timing_seconds(latency: float, rounds: int = timing.ROUNDS) -> float:
+    """Seconds :mod:`tunewise.timing` takes to time a model of ``latency`` seconds: a warm-up call and
+    ``rounds`` rounds of at least :data:`~tunewise.timing.ROUND_MS`, a round of shorter calls counted twice
+    that long (TVM's evaluator overshoots it by up to 1.6x after a short first try)."""
+    return latency + rounds * max(latency, 2 * timing.ROUND_MS / 1e3)
+
+
+def compile_estimate(build_seconds: float, untuned_latency: float, tuned_latency: float, *,
+                     references: bool = True) -> float:
     """Seconds the steps after tuning take: two builds of the model (untuned and tuned), each about
-    ``build_seconds`` (what optimising and extracting the model took: the same passes), timing the untuned
-    model (a warm-up and 3 repeats at ``untuned_latency``), running the tuned one twice (warm-up and output
-    check) and timing it (10 repeats of at least 0.2 s) at ``tuned_latency``. A latency that is not finite
-    counts as 0."""
+    ``build_seconds`` (what optimising and extracting the model took: the same passes), and their export as
+    libraries, each about half that; running the tuned model twice (warm-up and output check); a fresh process
+    (:data:`TIMING_PROCESS_SECONDS`) timing the untuned model at ``untuned_latency`` and the tuned one at
+    ``tuned_latency`` (:func:`timing_seconds`; :func:`tunewise.timing.rounds_for` rounds); with
+    ``references``, another fresh process (:data:`REFERENCES_PROCESS_SECONDS`) timing PyTorch eager and
+    onnxruntime, each counted at the tuned model's latency. A latency that is not finite counts as 0."""
     untuned = untuned_latency if math.isfinite(untuned_latency) else 0.0
     tuned = tuned_latency if math.isfinite(tuned_latency) else 0.0
-    return (2 * build_seconds + (1 + _UNTUNED_REPEATS) * untuned + 2 * tuned
-            + _TUNED_REPEATS * max(tuned, _MIN_REPEAT_SECONDS))
+    rounds = timing.rounds_for(max(untuned, tuned))  # the compiled models' rounds
+    compiled = (3 * build_seconds + 2 * tuned + TIMING_PROCESS_SECONDS + timing_seconds(untuned, rounds)
+                + timing_seconds(tuned, rounds))
+    return compiled + (REFERENCES_PROCESS_SECONDS + 2 * timing_seconds(tuned) if references else 0.0)
 
 
 @dataclass
