@@ -105,6 +105,19 @@ def test_recorded_slots_are_shown_to_the_scheduler_and_numbered_before_new_ones(
     assert book.decisions == 3 and book.snapshot().tasks[0].best == 1e-3
 
 
+def test_default_latencies_told_after_the_start_set_the_untuned_estimate_before_any_slot():
+    unknown = tuple(TraceTask(t.name, t.weight, t.flops, INF) for t in TASKS)
+    book = Ledger(unknown, Scripted([0]), Budget(max_trials=100), clock=lambda: 5.0)
+    assert book.history == [(0.0, INF)] and book.snapshot().untuned_latency() == INF
+    book.set_default_latencies([4e-3, 1e-3])
+    assert book.history == [(0.0, 2 * 4e-3 + 1e-3)]
+    assert [t.default_latency for t in book.snapshot().tasks] == [4e-3, 1e-3]
+    book.tell(book.recorded(0, 0, 2), [3e-3, 2e-3])
+    assert book.history[-1] == (5.0, 2 * 2e-3 + 1e-3)
+    with pytest.raises(RuntimeError, match="before any slot"):
+        book.set_default_latencies([1.0, 1.0])
+
+
 @pytest.mark.parametrize("name", ["dynatune", "dynatune-egreedy", "dynatune-softmax"])
 def test_a_resumed_run_makes_the_uninterrupted_runs_decisions(name):
     # a run of 14 slots on a synthetic trace, its clock the trials' recorded costs; then a fresh ledger and a

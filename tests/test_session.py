@@ -158,3 +158,36 @@ def test_the_first_trial_is_measured_soon_after_tuning_starts(tiny_mlp, measurer
     assert first_at - start < 10.0
     assert second.search_seconds > first.search_seconds  # the other task's first slot: the cost model has data
 
+
+
+def test_a_new_run_tunes_the_heaviest_task_by_flops_before_measuring_default_latencies(tiny_mlp, measurer):
+    import dataclasses
+
+    from tunewise.callbacks import Callback
+
+    unmeasured = dataclasses.replace(tiny_mlp, tasks=tuple(dataclasses.replace(t, default_latency=math.inf)
+                                                           for t in tiny_mlp.tasks), defaults_measured=False)
+    heaviest = max(range(2), key=lambda k: tiny_mlp.tasks[k].weight * tiny_mlp.tasks[k].flops)
+    phases = []
+
+    class Phases(Callback):
+        def slot_phase(self, snapshot, task, phase):
+            phases.append((snapshot.slot, task, phase, math.isfinite(snapshot.untuned_latency())))
+
+    store = stores.create("sqlite://")
+    run_id = new_run(store, tiny_mlp)
+    run = session.Session(unmeasured, schedulers.create("round-robin"), session.Budget(max_trials=8), measurer,
+                          store, run_id, trials_per_slot=4, callbacks=[Phases()])
+    assert store.get_tasks(run_id) == []  # added once their default latencies are known
+    final = run.run()
+    assert phases[:4] == [(0, heaviest, p, False) for p in ("search", "build", "measure", "default latencies")]
+    assert [t.task for t in run.trials[:4]] == [heaviest] * 4
+    defaults = [t.default_latency for t in run.model.tasks]
+    assert run.model.defaults_measured and all(0 < d < math.inf for d in defaults)
+    assert [t.default_latency for t in store.get_tasks(run_id)] == defaults
+    assert run.history[0] == (0.0, final.untuned_latency()) and final.untuned_latency() < math.inf
+    # resumed from the store, with the model as extracted again: the stored defaults and the same slots
+    again = session.Session(unmeasured, schedulers.create("round-robin"), session.Budget(max_trials=8), measurer,
+                            store, run_id, trials_per_slot=4)
+    assert [t.default_latency for t in again.model.tasks] == defaults
+    assert again.snapshot().trials == 8 and again.ledger.ask() is None

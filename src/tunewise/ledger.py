@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tunewise import stoppers as stop_rules
 from tunewise.errors import InputError
@@ -220,6 +220,17 @@ class Ledger:
                 or (self._retired is not None and self._retired(self._view(slot.task)))):
             progress.finished = True
         self.history.append((self.clock(), self.snapshot().estimated_latency()))
+
+    def set_default_latencies(self, latencies: Sequence[float]) -> None:
+        """The tasks' default latencies (seconds each, ``inf`` where the default schedule failed), measured after
+        the run started: only before any slot is told (a new run measures them after its first slot's
+        candidates and then tells that slot). The run's starting point in :attr:`history` becomes the
+        untuned estimate."""
+        if len(self.history) > 1:
+            raise RuntimeError("default latencies are set before any slot is told")
+        self.tasks = tuple(replace(t, default_latency=latency)
+                           for t, latency in zip(self.tasks, latencies, strict=True))
+        self.history[0] = (0.0, self.snapshot().estimated_latency())
 
     def tell_model_latency(self, latency: float) -> None:
         """The whole model, built with the best schedules so far, ran in ``latency`` seconds (``inf``: it

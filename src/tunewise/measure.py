@@ -109,6 +109,10 @@ def _worker_init() -> None:
     interrupts.ignore_in_worker()
 
 
+def _ready() -> None:
+    """A job that only starts its worker."""
+
+
 def _build(mod, target, scratch: str) -> tuple[str, float]:
     from tunewise import tvm_env
 
@@ -121,7 +125,8 @@ class BuilderPool:
     """Build worker processes started once and reused for every batch of the run.
 
     TVM's ``PopenPoolExecutor`` (what its runner uses): fresh interpreters, not forks of this one, a time
-    limit per build, and a worker that runs past it is killed and replaced.
+    limit per build, and a worker that runs past it is killed and replaced. The workers start at once, in
+    the background (each imports TVM, seconds), so the first batch finds them ready.
     """
 
     def __init__(self, workers: int = 0, timeout: float = 30.0, scratch: str | None = None):
@@ -130,6 +135,8 @@ class BuilderPool:
         self.workers = workers or os.cpu_count() or 1
         self.scratch = scratch
         self._pool = PopenPoolExecutor(self.workers, timeout=timeout, initializer=_worker_init)
+        for _ in range(self.workers):
+            self._pool.submit(_ready)
 
     def submit(self, mod, target) -> cf.Future:
         return self._pool.submit(_build, mod, target, self.scratch)

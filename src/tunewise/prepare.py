@@ -10,6 +10,8 @@ bench scripts: one extraction, one run per scheduler, seed or evaluator).
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+import contextlib
 import dataclasses
 import time
 from collections.abc import Sequence
@@ -71,8 +73,9 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
 @dataclass(frozen=True)
 class PreparedRun:
     """A run ready to tune: ``session.run()`` tunes it. Closing it (or leaving its ``with`` block) closes the
-    measurer the session uses. ``import_seconds`` and ``extract_seconds`` are the wall time of the import and
-    of the graph passes and task extraction (default latencies not included)."""
+    measurer the session uses. ``model`` is the model as extracted, its default latencies unmeasured for a new
+    run (``session.model`` has them once tuning started). ``import_seconds`` and ``extract_seconds`` are the
+    wall time of the import and of the graph passes and task extraction."""
 
     model: tasks.ExtractedModel
     session: session.Session
@@ -93,9 +96,9 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
                 callbacks: Sequence[Callback | str] = (), run: int | None = None, lease=None,
                 finish_by: float | None = None) -> PreparedRun:
     """Resolve ``target`` and check it can run here, open ``store`` (a :class:`~tunewise.stores.Store` or its
-    URL; default ``sqlite:///tunewise.db``), import ``source`` (``settings.source`` when None), start the
-    measurer, extract the tasks, measure their default latencies (a resumed ``run`` reuses those it stored)
-    and open the session (:func:`open_session`).
+    URL; default ``sqlite:///tunewise.db``), import ``source`` (``settings.source`` when None) while the
+    measurer starts, extract the tasks and open the session (:func:`open_session`), which measures their default
+    latencies after its first slot (a resumed ``run`` reuses those it stored).
 
     ``callbacks`` are told each step (:meth:`~tunewise.callbacks.Callback.phase`) and, through the session,
     every slot. ``finish_by`` (a ``time.perf_counter()`` instant) ends tuning in time for compiling the model
@@ -115,25 +118,27 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
 
     told.phase("importing the model")
     tvm_env.prepare(tvm_target.kind.name)
-    imported = frontend.load(source, example_inputs=example_inputs, input_shapes=settings.input_shapes,
-                             seed=settings.seed)
-    import_seconds = time.perf_counter() - start
-    raise_if_stopped()
-    measurer = make_measurer(tvm_target, settings)
+    background = cf.ThreadPoolExecutor(1)  # the measurer's worker processes start while the model is imported
+    starting = background.submit(make_measurer, tvm_target, settings)
+    background.shutdown(wait=False)
     try:
-        stored = store.get_tasks(run) if run is not None else []
-        told.phase("extracting tasks" + ("" if stored else " and measuring their default latency"))
+        imported = frontend.load(source, example_inputs=example_inputs, input_shapes=settings.input_shapes,
+                                 seed=settings.seed)
+        import_seconds = time.perf_counter() - start
+        raise_if_stopped()
+        told.phase("extracting tasks")
         extract_start = time.perf_counter()
         model = tasks.extract(imported, tvm_target, level=settings.level)
         extract_seconds = time.perf_counter() - extract_start
-        if not stored:
-            model = tasks.measure_defaults(model, measurer)
-        elif len(stored) == len(model.tasks):  # resuming: the default latencies the run was tuned against
-            model = model.with_default_latencies(s.default_latency for s in stored)
         raise_if_stopped()
-
+        measurer = starting.result()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            starting.result().close()
+        raise
+    try:
         def deadline(snapshot) -> float:
-            return finish_by - compile_estimate(extract_seconds, model.untuned_latency(),
+            return finish_by - compile_estimate(extract_seconds, snapshot.untuned_latency(),
                                                 snapshot.estimated_latency())
 
         loop = open_session(model, settings, store=store, measurer=measurer, scheduler=scheduler,

@@ -76,7 +76,6 @@ class LiveProgress(Callback):
         self.console = console or Console(stderr=True)
         self._live: Live | None = None
         self._start = time.perf_counter()
-        self._model = None
         self._budget = None
         self._snapshot = None  # the latest, taken at self._at (perf_counter)
         self._at = 0.0
@@ -86,8 +85,9 @@ class LiveProgress(Callback):
         self.console.print(f"[bold]tunewise[/bold] {time.perf_counter() - self._start:6.1f}s  {text}", soft_wrap=True)
 
     def tuning_started(self, model, budget) -> None:
-        self._model, self._budget = model, budget
-        self.phase(f"tuning {len(model.tasks)} tasks; untuned estimate {_ms(model.untuned_latency())} ms")
+        self._budget = budget
+        self.phase(f"tuning {len(model.tasks)} tasks; " + (f"untuned estimate {_ms(model.untuned_latency())} ms"
+                   if model.defaults_measured else "the heaviest by FLOPs first, then every task's default latency"))
         if self.console.is_terminal:
             self._live = Live(console=self.console, get_renderable=self._render, refresh_per_second=2,
                               transient=False)
@@ -96,7 +96,7 @@ class LiveProgress(Callback):
     def _header(self, snapshot) -> str:
         b = self._budget
         trials = f"{snapshot.trials}" + (f"/{b.max_trials}" if b.max_trials else "")
-        untuned, now = self._model.untuned_latency(), snapshot.estimated_latency()
+        untuned, now = snapshot.untuned_latency(), snapshot.estimated_latency()
         speedup = f" ({untuned / now:.1f}x)" if now > 0 and math.isfinite(untuned) else ""
         left = time_left(snapshot, b)
         eta = f" | ~{_duration(left)} left" if left is not None else ""

@@ -19,6 +19,11 @@ schedules (:mod:`tunewise.sharing`): before a task's slot is searched, the best 
 that beat its own best are transferred to it, and such a slot measures only those. They are real trials of
 the task, and its search then seeds from them.
 
+A new run whose model comes without default latencies (:attr:`~tunewise.tasks.ExtractedModel.defaults_measured`)
+starts at once: its first slot goes to the heaviest task by FLOPs (:func:`tunewise.schedulers.heaviest_by_flops`),
+then every task's default latency is measured in one batch, and that slot is recorded as the scheduler's first
+choice. A kill before it is recorded leaves a run without tasks, which starts afresh when resumed.
+
 A run whose store already holds trials is resumed: the ledger is told the slots the store holds (progress per
 task, budgets spent, tuning time, the scheduler's decisions), its cost model is retrained on its records, and
 candidates it already measured are never measured again. A slot stored twice (by two processes that tuned
@@ -39,11 +44,11 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tunewise import cost_models, interrupts, sharing, stores, timebudget
+from tunewise import cost_models, interrupts, schedulers, sharing, stores, tasks, timebudget
 from tunewise import target as targets
 from tunewise.callbacks import Callback, CallbackList
 from tunewise.errors import InputError, RunBusyError
-from tunewise.ledger import Budget, Ledger, Slot
+from tunewise.ledger import Budget, Ledger, Slot, slot_size
 from tunewise.state import Snapshot
 from tunewise.stores import Checkpoint, StoredTask, StoredTrial
 
@@ -197,8 +202,10 @@ class Session:
 
     Trials are recorded as run ``run`` of ``store`` (a :class:`~tunewise.stores.Store`), which must exist;
     the model's tasks are added to the run, or, when the run has some, checked against them and the run is
-    resumed from what the store holds. ``database`` is the MetaSchedule view of the store the searches use
-    (for compiling with the results). ``callbacks`` (:mod:`tunewise.callbacks`: instances or names) are told
+    resumed from what the store holds (with the default latencies it stored). ``model``'s default latencies,
+    when unmeasured, are measured by the session (:attr:`model` has them after the first slot of
+    :meth:`run`). ``database`` is the MetaSchedule view of the store the searches use (for compiling with the
+    results). ``callbacks`` (:mod:`tunewise.callbacks`: instances or names) are told
     every recorded slot and every phase of the slot in flight. ``owner`` names the process that owns the run
     (:class:`tunewise.lease.Lease`). ``deadline``, when given, maps a snapshot of the run to the
     ``time.perf_counter()`` instant by which tuning must end (a whole command's budget, less what is left to
@@ -268,16 +275,18 @@ class Session:
 
     # -- resuming ----------------------------------------------------------------------------------------
     def _attach(self) -> None:
-        """Add the tasks to a new run, or tell the ledger the slots of a run the store already holds."""
+        """Add the tasks to a new run (once their default latencies are measured), or tell the ledger the
+        slots of a run the store already holds."""
         stored = self.store.get_tasks(self.run_id)
         if not stored:
-            self.store.add_tasks(self.run_id, [StoredTask(i, t.name, w, t.weight, t.flops, t.default_latency)
-                                               for i, (t, w) in enumerate(zip(self.model.tasks, self._workloads,
-                                                                              strict=True))])
+            if self.model.defaults_measured:
+                self._add_tasks()
             return
         if [t.workload for t in stored] != self._workloads:
             raise InputError(f"run {self.run_id} tuned other tasks than {self.model.name} has now "
                              "(different model, graph level or target); start a new run")
+        self.model = self.model.with_default_latencies(t.default_latency for t in stored)
+        self.ledger.set_default_latencies([t.default_latency for t in self.model.tasks])
         by_slot = defaultdict(list)
         for trial in self.store.get_trials(self.run_id):
             by_slot[trial.slot].append(trial)
@@ -297,6 +306,17 @@ class Session:
                 self._searches[k].earlier += mine
             self.trials += trials
 
+    def _add_tasks(self) -> None:
+        self.store.add_tasks(self.run_id, [StoredTask(i, t.name, w, t.weight, t.flops, t.default_latency)
+                                           for i, (t, w) in enumerate(zip(self.model.tasks, self._workloads,
+                                                                          strict=True))])
+
+    def _measure_defaults(self) -> None:
+        """Measure every task's default latency (one batch), tell the ledger and add the tasks to the run."""
+        self.model = tasks.measure_defaults(self.model, self.measurer)
+        self.ledger.set_default_latencies([t.default_latency for t in self.model.tasks])
+        self._add_tasks()
+
     # -- acting ------------------------------------------------------------------------------------------
     def run(self) -> Snapshot:
         """Tune until the ledger says the run is over.
@@ -308,6 +328,8 @@ class Session:
         self.store.set_status(self.run_id, stores.RUNNING)
         self._start = time.perf_counter()
         try:
+            if not self.model.defaults_measured:
+                self._open()
             while True:
                 interrupts.raise_if_stopped()
                 slot = self.ledger.ask()
@@ -324,7 +346,19 @@ class Session:
         self.store.set_status(self.run_id, stores.TUNED)
         return self.snapshot()
 
-    def _run_slot(self, slot: Slot) -> None:
+    def _open(self) -> None:
+        """Slot 0 of a new run, to the heaviest task by FLOPs, with the default latencies measured after its
+        candidates (:meth:`_run_slot`); only the default latencies when no time is left for a slot."""
+        snapshot = self.snapshot()
+        first = schedulers.heaviest_by_flops(snapshot.tasks)
+        if self.ledger.seconds_left() <= 0:
+            self._measure_defaults()
+            return
+        self._run_slot(Slot(0, first.index, slot_size(snapshot, first)), opening=True)
+
+    def _run_slot(self, slot: Slot, *, opening: bool = False) -> None:
+        """Propose, measure and record ``slot``. An ``opening`` slot (the ledger did not hand it out) is followed
+        by the default latencies, and then recorded as the run's choice (:meth:`Ledger.recorded`)."""
         k, n, search = slot.task, slot.n, self._searches[slot.task]
         searching = search.searches(n, untrained=not self.trials)
         before = dataclasses.replace(self.snapshot(), slot=slot.index)  # the run as the slot in flight found it
@@ -339,19 +373,26 @@ class Session:
         proposed = shared or search.propose(n, self.database, self.cost_model, max_trials, untrained=not self.trials)
         search_seconds = time.perf_counter() - slot_start
         best_before = self.ledger.best(k)
+        candidates = [c for c, _ in proposed]
+        measure_start = time.perf_counter()
+        measurements = self.measurer.measure([(c.sch.mod, c.args_info) for c in candidates], reference=best_before,
+                                             on_phase=on_phase) if proposed else []
+        measure_seconds = time.perf_counter() - measure_start
+        if any(m.error for m in measurements):
+            interrupts.raise_if_stopped()
+        if opening:
+            on_phase("default latencies")
+            defaults_start = time.perf_counter()
+            self._measure_defaults()
+            interrupts.raise_if_stopped()
+            slot = self.ledger.recorded(slot.index, k, len(proposed))
+            slot_start += time.perf_counter() - defaults_start  # they are not the slot's
         if not proposed:  # space exhausted (or no room left under the per-task budget)
             self.ledger.tell(slot, [])
             self.store.add_trials(self.run_id, [], Checkpoint(
                 slot.index, k, 0, self.elapsed, time.perf_counter() - slot_start,
                 self.snapshot().estimated_latency()), owner=self.owner)
             return
-        candidates = [c for c, _ in proposed]
-        measure_start = time.perf_counter()
-        measurements = self.measurer.measure([(c.sch.mod, c.args_info) for c in candidates], reference=best_before,
-                                             on_phase=on_phase)
-        measure_seconds = time.perf_counter() - measure_start
-        if any(m.error for m in measurements):
-            interrupts.raise_if_stopped()
         now, target, workload = time.time(), str(self.model.target), self.database.workload(self._workloads[k])
         trials = [StoredTrial(self._workloads[k], _record_json(c, m, workload, self.model.target), m.run_secs,
                               m.error, m.message, k, slot.index, target, key, m.build_seconds, m.run_seconds, now)

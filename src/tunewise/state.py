@@ -83,6 +83,11 @@ class Snapshot:
         """Model latency estimate: the weighted sum of each task's current latency."""
         return sum(t.weight * t.current_latency for t in self.tasks)
 
+    def untuned_latency(self) -> float:
+        """Model latency estimate before tuning: the weighted sum of the default latencies (``inf`` while one
+        is unknown or failed)."""
+        return sum(t.weight * t.default_latency for t in self.tasks)
+
 
 @dataclass(frozen=True)
 class Cost:

@@ -35,7 +35,11 @@ class Task:
 
 @dataclass(frozen=True)
 class ExtractedModel:
-    """A model ready to tune: the optimised Relax module, its tasks and their TIR modules (same order)."""
+    """A model ready to tune: the optimised Relax module, its tasks and their TIR modules (same order).
+
+    ``defaults_measured`` says whether the tasks' default latencies were measured; until they are, they are
+    ``inf`` (a new :class:`~tunewise.session.Session` then measures them after its first slot).
+    """
 
     name: str
     mod: object  # the Relax module both extracted from and compiled
@@ -44,11 +48,14 @@ class ExtractedModel:
     task_mods: tuple[object, ...]
     inputs: tuple = ()
     reference_outputs: tuple = ()
+    defaults_measured: bool = False
 
     def with_default_latencies(self, latencies) -> ExtractedModel:
-        """This model with its tasks' default latencies replaced (e.g. those a stored run was tuned against)."""
+        """This model with its tasks' default latencies replaced (measured, or those a stored run was tuned
+        against)."""
         return dataclasses.replace(self, tasks=tuple(dataclasses.replace(t, default_latency=latency)
-                                                     for t, latency in zip(self.tasks, latencies, strict=True)))
+                                                     for t, latency in zip(self.tasks, latencies, strict=True)),
+                                   defaults_measured=True)
 
     def heaviest(self, n: int) -> ExtractedModel:
         """This model reduced to its ``n`` tasks of largest weighted default latency, in their original order

@@ -215,6 +215,7 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
         final = loop.run()
         phases["tune"] = time.perf_counter() - tune_start
         told.tuning_finished()
+    model = loop.model  # with the default latencies the run measured or stored
 
     raise_if_stopped()
     told.phase("compiling the untuned model")

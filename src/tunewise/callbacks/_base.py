@@ -24,12 +24,15 @@ class Callback:
         """A step of the job started (importing, extracting, tuning, compiling...), described by ``text``."""
 
     def tuning_started(self, model, budget) -> None:
-        """Tasks of ``model`` (:class:`~tunewise.tasks.ExtractedModel`) are extracted and measured; slots
-        follow, under ``budget`` (:class:`~tunewise.session.Budget`; its time limit is the tuning time left)."""
+        """Tasks of ``model`` (:class:`~tunewise.tasks.ExtractedModel`) are extracted, their default latencies
+        measured unless ``model.defaults_measured`` is false (then the session measures them after its first
+        slot); slots follow, under ``budget`` (:class:`~tunewise.session.Budget`; its time limit is the tuning
+        time left)."""
 
     def slot_phase(self, snapshot, task: int, phase: str) -> None:
-        """The slot in flight, of task ``task``, entered ``phase`` (``search``, ``build``, ``measure``);
-        ``snapshot`` is the run before the slot."""
+        """The slot in flight, of task ``task``, entered ``phase`` (``search``, ``build``, ``measure``, and for
+        a new run's first slot ``default latencies``: its candidates are measured, every task's default
+        latency is being measured); ``snapshot`` is the run before the slot."""
 
     def slot_recorded(self, event, snapshot) -> None:
         """A slot was measured and recorded: ``event`` (:class:`~tunewise.session.SlotEvent`) says what it did,

@@ -17,6 +17,7 @@ from tunewise.schedulers._base import TaskScheduler
 from tunewise.schedulers._dynatune import DynaTune, DynaTuneEpsilonGreedy, DynaTuneSoftmax
 from tunewise.schedulers._flops import Flops
 from tunewise.schedulers._gradient import Gradient
+from tunewise.schedulers._prior import heaviest_by_flops
 from tunewise.schedulers._random import Random
 from tunewise.schedulers._round_robin import RoundRobin
 from tunewise.schedulers._sequential import Sequential
@@ -36,6 +37,7 @@ __all__ = [
     "TaskScheduler",
     "create",
     "create_seeded",
+    "heaviest_by_flops",
     "names",
 ]
 

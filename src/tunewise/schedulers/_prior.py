@@ -6,7 +6,8 @@ holding all of it, since nothing is known about it. Schedulers that give untried
 (gradient, round-robin, the DynaTune warm-up) and the one that tunes tasks one after another (sequential) take
 them in :func:`heaviest_first` order, so that a short budget goes where the time is: on the recorded traces
 declaration order spends the first slots on reshapes and small matmuls worth microseconds
-(``bench/short_budgets.py``).
+(``bench/short_budgets.py``). Before the default latencies are measured, a new run tunes the
+:func:`heaviest_by_flops` task first.
 
 >>> from tunewise.state import Snapshot, TaskView
 >>> tasks = (TaskView(0, "reshape", 1, 1e3, 1e-6), TaskView(1, "conv", 2, 1e9, 1e-3))
@@ -41,3 +42,9 @@ def heaviest_first(tasks: Iterable[TaskView]) -> list[TaskView]:
     """``tasks`` by decreasing :func:`untuned_weight` (failed untuned schedules first), ties in declaration
     order."""
     return sorted(tasks, key=lambda t: (-untuned_weight(t), t.index))
+
+
+def heaviest_by_flops(tasks: Iterable[TaskView]) -> TaskView:
+    """The task of largest ``weight * flops`` (ties: the first declared): where the time most likely goes when
+    no default latency is known yet."""
+    return min(tasks, key=lambda t: (-t.weight * t.flops, t.index))
