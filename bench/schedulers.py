@@ -41,7 +41,6 @@ best final estimate) and ``OUT.png``.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
 import os
@@ -52,30 +51,10 @@ import time
 
 import provenance
 
-from tunewise import callbacks, graph, measure, prepare, session, stores, tvm_env, workflow, zoo
+from tunewise import callbacks, graph, measure, prepare, session, stores, timing, tvm_env, zoo
 from tunewise import compile as compiler
 from tunewise import target as targets
 from tunewise.settings import RunSettings
-
-
-def onnxruntime_latency(model, inputs, repeat: int = 30) -> float:
-    import onnxruntime
-    import torch
-
-    buffer = io.BytesIO()
-    torch.onnx.export(model, inputs, buffer, dynamo=False)
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = os.cpu_count() or 1
-    ort = onnxruntime.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
-    feeds = {ort.get_inputs()[0].name: inputs[0].numpy()}
-    for _ in range(3):
-        ort.run(None, feeds)
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        ort.run(None, feeds)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def compile_model(model, database=None, *, apply_all: bool = False) -> compiler.CompiledModel:
@@ -268,10 +247,10 @@ def main() -> None:
 
     target = targets.resolve(None)
     tvm_env.prepare("llvm")
-    module, inputs = zoo.get(args.model, seed=args.seed)
+    _, inputs = zoo.get(args.model, seed=args.seed)
+    eager, onnxruntime = timing.time_references(args.model, [x.numpy() for x in inputs], seed=args.seed)
     results = {"model": args.model, "trials": args.trials, "level": args.level, "target": str(target),
-               "torch_eager_latency": workflow.torch_latency(module, inputs),
-               "onnxruntime_latency": onnxruntime_latency(module, inputs), "runs": {}}
+               "torch_eager_latency": eager, "onnxruntime_latency": onnxruntime, "runs": {}}
     settings = RunSettings(source=args.model, level=args.level, seed=args.seed)
     config = settings.measure
     measurer = prepare.make_measurer(target, settings)

@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import statistics
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,21 +51,6 @@ class TuneResult:
     phase_seconds: dict[str, float] = field(default_factory=dict)  # wall time of import, extract, tune, compile
     onnxruntime_latency: float | None = None
     timing: str = timings.describe()  # how the latencies were timed
-
-
-def torch_latency(model, example_inputs, *, repeat: int = 30) -> float:
-    """Median latency of PyTorch eager inference (after warm-up), in seconds."""
-    import torch
-
-    with torch.no_grad():
-        for _ in range(3):
-            model(*example_inputs)
-        samples = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            model(*example_inputs)
-            samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 @quiet("tune")
