@@ -42,6 +42,15 @@ def _one_line_error(capsys, argv):
     (["runs", "--store", "sqlite:////nonexistent/tunewise.db"], "no store at"),
     (["show", "x"], "bad RUN"),
     (["records", "import"], "required"),
+    (["tune", "tiny-mlp", "--goal", "-1ms"], "bad latency goal '-1ms'"),
+    (["tune", "tiny-mlp", "--goal", "fast"], "bad latency goal 'fast'"),
+    (["tune", "tiny-mlp", "--goal", "0.9x-tensorrt"], "bad latency goal"),
+    (["tune", "tiny-mlp", "--energy-budget", "abc"], "bad energy budget 'abc'"),
+    (["tune", "tiny-mlp", "--energy-budget", "-5kJ"], "bad energy budget '-5kJ'"),
+    (["tune", "tiny-mlp", "--diminishing", "often"], "bad --diminishing 'often'"),
+    (["tune", "tiny-mlp", "--check-every", "0s"], "bad model-check interval '0s'"),
+    (["tune", "tiny-mlp", "--energy-meter", "wattmeter"], "unknown energy meter 'wattmeter'"),
+    (["tune", "--resume", "1", "--goal", "5ms"], "drop --goal"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, expected):
     assert expected in _one_line_error(capsys, argv)

@@ -7,12 +7,13 @@ is a bug, shown as one line too unless ``TUNEWISE_DEBUG=1`` asks for the traceba
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import re
 import sys
 
-from tunewise import cost_models, graph, noise, runners, schedulers
+from tunewise import checks, cost_models, energy, graph, noise, runners, schedulers
 from tunewise.errors import InputError, TunewiseError, message_line
 from tunewise.settings import RunSettings
 
@@ -21,12 +22,35 @@ _VERBOSE = ("show TVM's, PyTorch's and ONNX's own output (logs, warnings) here i
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
 
 
-def parse_duration(text: str) -> float:
-    """``"90"``, ``"90s"``, ``"10m"``, ``"1.5h"`` -> seconds."""
+def parse_duration(text: str, what: str = "time budget") -> float:
+    """``"90"``, ``"90s"``, ``"10m"``, ``"1.5h"`` -> seconds; ``what`` names the value in the error."""
     match = _DURATION.match(text)
     if not match or float(match.group(1)) <= 0:
-        raise InputError(f"bad time budget {text!r}: expected a positive duration like 90s, 10m or 1h")
+        raise InputError(f"bad {what} {text!r}: expected a positive duration like 90s, 10m or 1h")
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+_ENERGY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(J|kJ|MJ|Wh|kWh)\s*$")
+
+
+def parse_energy(text: str) -> float:
+    """``"50kJ"``, ``"2000J"``, ``"1.5MJ"``, ``"10Wh"``, ``"0.2kWh"`` -> joules."""
+    match = _ENERGY.match(text)
+    if not match or float(match.group(1)) <= 0:
+        raise InputError(f"bad energy budget {text!r}: expected a positive energy like 50kJ, 2000J or 10Wh")
+    return float(match.group(1)) * {"J": 1, "kJ": 1e3, "MJ": 1e6, "Wh": 3600, "kWh": 3.6e6}[match.group(2)]
+
+
+def _number(name: str, value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        raise InputError(f"bad {name} {value!r}: expected a number")
+    return number
 
 
 def _whole(name: str, value: str | None, minimum: int = 1) -> int | None:
@@ -45,7 +69,7 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # negative numbers and durations ("-1m") are option values, so their own checks say what is wrong
-        self._negative_number_matcher = re.compile(r"^-\d*\.?\d+[smh]?$")
+        self._negative_number_matcher = re.compile(r"^-\d*\.?\d+(?:ms|us|kJ|J|[smh])?$")
 
     def error(self, message: str):  # one line instead of usage + message
         raise InputError(f"{message} (see {self.prog} --help)")
@@ -90,6 +114,17 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--output", "-o", help="artifact folder (default tunewise-out/MODEL; with --resume, "
                                              "replaces the run's)")
     tune.add_argument("--seed", help=f"seed of the searches and the scheduler (default {RunSettings.seed})")
+    tune.add_argument("--goal", help="stop once the measured model latency reaches this: 12ms, or a multiple of a "
+                      "reference timed at the start: 0.9x-ort (onnxruntime), 0.8x-eager (PyTorch eager)")
+    tune.add_argument("--energy-budget", help="stop once tuning has used this much energy: 50kJ, 2000J, 10Wh")
+    tune.add_argument("--diminishing", nargs="?", const="-0.25", metavar="PHI",
+                      help="stop once the model improves PHI (default -0.25: 25%%) more slowly per second of "
+                           "tuning than over the check interval before (Trimmer's early stop)")
+    tune.add_argument("--check-every", help="tuning time between whole-model checks (compile, verify, time in a "
+                      f"fresh process): 90s, 5m (default {checks.DEFAULT_EVERY:.0f}s with --goal or --diminishing, "
+                      "else none)")
+    tune.add_argument("--energy-meter", help=f"how energy is metered: {', '.join(energy.names())} (default: "
+                      f"{RunSettings.energy_meter}: RAPL, else NVML, else an estimate from CPU time)")
     _store_option(tune)
 
     runs = sub.add_parser("runs", help="list the runs in the store")
@@ -170,7 +205,12 @@ def _tune_options(args) -> dict:
                "scheduler": args.scheduler, "trials_per_slot": _whole("--trials-per-slot", args.trials_per_slot),
                "level": args.graph_level, "seed": _whole("--seed", args.seed, minimum=0),
                "evaluator": args.evaluator, "cost_model": args.cost_model, "output": args.output,
-               "share": False if args.no_share else None}
+               "share": False if args.no_share else None, "goal": args.goal,
+               "energy_budget": parse_energy(args.energy_budget) if args.energy_budget is not None else None,
+               "diminishing": _number("--diminishing", args.diminishing),
+               "check_every": (parse_duration(args.check_every, "model-check interval")
+                               if args.check_every is not None else None),
+               "energy_meter": args.energy_meter}
     return {k: v for k, v in options.items() if v is not None and v != {}}
 
 
@@ -179,7 +219,8 @@ def _cmd_tune(args) -> int:
     from tunewise.timing import relation
 
     if args.resume is not None:
-        own = ("scheduler", "trials_per_slot", "graph_level", "seed", "target", "evaluator", "cost_model")
+        own = ("scheduler", "trials_per_slot", "graph_level", "seed", "target", "evaluator", "cost_model", "goal",
+               "energy_budget", "diminishing", "check_every", "energy_meter")
         fixed = [f"--{name.replace('_', '-')}" for name in own if getattr(args, name) is not None]
         fixed += ["--no-share"] if args.no_share else []
         if fixed or args.input_shape:
@@ -201,6 +242,15 @@ def _cmd_tune(args) -> int:
         if latency is not None:
             print(f"{name:16s} {latency * 1e3:.3f} ms (tuned TVM is {relation(result.tuned_latency, latency)})")
     print(f"timed as         {result.timing}")
+    if result.measured:
+        points = ", ".join(f"{p.latency * 1e3:.3f} ms at {p.elapsed:.0f}s" if math.isfinite(p.latency)
+                           else f"failed at {p.elapsed:.0f}s ({p.message})" for p in result.measured)
+        print(f"while tuning     {points} (compiled, checked and timed as above)")
+    if result.stopped_by:
+        print(f"stopped          {result.stopped_by}")
+    if result.joules is not None:
+        estimated = " (estimated from CPU time)" if result.joules_estimated else ""
+        print(f"tuning energy    {result.joules / 1e3:.1f} kJ{estimated}")
     print(f"outputs          match the reference (max relative error {result.max_error:.2e})")
     print(f"artifact         {result.artifact}")
     split = ", ".join(f"{name} {seconds:.0f}s" for name, seconds in result.phase_seconds.items())
@@ -370,6 +420,10 @@ def main(argv: list[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt as err:
         return _interrupted(err, args and args.command)
+    except BrokenPipeError:  # the reader went away (`tunewise show 1 | head`): nothing more to say
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # so the exit's flush of stdout has somewhere to go
+        return 0
     except Exception as err:
         if os.environ.get("TUNEWISE_DEBUG"):
             raise

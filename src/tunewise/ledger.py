@@ -232,13 +232,13 @@ class Ledger:
                            for t, latency in zip(self.tasks, latencies, strict=True))
         self.history[0] = (0.0, self.snapshot().estimated_latency())
 
-    def tell_model_latency(self, latency: float) -> None:
+    def tell_model_latency(self, latency: float, *, at: float | None = None) -> None:
         """The whole model, built with the best schedules so far, ran in ``latency`` seconds (``inf``: it
-        failed) now: kept in the snapshot's ``measured`` for the stop rules, which prefer it to the
-        estimate."""
+        failed) at tuning time ``at`` (default: now): kept in the snapshot's ``measured`` for the stop rules,
+        which prefer it to the estimate."""
         if not latency > 0:
             raise ValueError(f"a model latency must be > 0 seconds (inf for a failure), got {latency!r}")
-        self.measured.append((self.clock(), latency))
+        self.measured.append((self.clock() if at is None else at, latency))
 
     def _view(self, i: int) -> TaskView:
         t, p = self.tasks[i], self._progress[i]

@@ -142,7 +142,8 @@ def routed(label: str, *, verbose: bool | None = None):
         _flush_native()
         for fd, name in ((1, "stdout"), (2, "stderr")):
             if name in streams:
-                getattr(sys, name).close()
+                with contextlib.suppress(BrokenPipeError):  # its reader went away (`| head`)
+                    getattr(sys, name).close()
                 setattr(sys, name, streams[name])
             if fd in saved:
                 os.dup2(saved[fd], fd)

@@ -17,9 +17,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tunewise import frontend, measure, schedulers, session, stores, tasks, tvm_env
+from tunewise import energy, frontend, measure, schedulers, session, stoppers, stores, tasks, timing, tvm_env
 from tunewise import target as targets
 from tunewise.callbacks import Callback, CallbackList
+from tunewise.checks import ModelCheck
+from tunewise.errors import InputError
+from tunewise.goals import Goal
 from tunewise.interrupts import raise_if_stopped
 from tunewise.settings import RunSettings
 from tunewise.timebudget import compile_estimate
@@ -43,9 +46,34 @@ def make_measurer(target, settings: RunSettings) -> measure.Measurer:
     return measure.Measurer(target, settings.measure, evaluator=settings.evaluator, runner=settings.runner)
 
 
+def resolve_goal(settings: RunSettings, source, inputs, *, example_inputs=None) -> float | None:
+    """The settings' latency goal in seconds (``None``: none); a goal relative to onnxruntime or PyTorch eager
+    times them first, on ``inputs``, in a fresh process (:func:`tunewise.timing.time_references`)."""
+    if settings.goal is None:
+        return None
+    goal = Goal.parse(settings.goal)
+    if not goal.relative:
+        return goal.resolve()
+    eager, onnxruntime = timing.time_references(source, inputs, example_inputs=example_inputs, seed=settings.seed)
+    return goal.resolve(eager=eager, onnxruntime=onnxruntime)
+
+
+def stop_rules(settings: RunSettings, goal: float | None) -> list[stoppers.StopRule]:
+    """The stop rules the settings ask for, with the latency goal ``goal`` (seconds) resolved: the goal counts
+    only a measured model latency (the checks measure the model sooner once the estimate reaches it)."""
+    rules: list[stoppers.StopRule] = []
+    if goal is not None:
+        rules.append(stoppers.create("goal", latency=goal, measured_only=True))
+    if settings.energy_budget is not None:
+        rules.append(stoppers.create("budget", joules=settings.energy_budget))
+    if settings.diminishing is not None:
+        rules.append(stoppers.create("diminishing", phi=settings.diminishing))
+    return rules
+
+
 def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, measurer: measure.Measurer,
                  scheduler=None, callbacks: Sequence[Callback | str] = (), run: int | None = None, lease=None,
-                 deadline=None) -> session.Session:
+                 deadline=None, goal: float | None = None) -> session.Session:
     """A :class:`~tunewise.session.Session` tuning ``model`` as ``settings`` say, recording to ``store`` (a
     :class:`~tunewise.stores.Store`).
 
@@ -55,19 +83,31 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
     the caller's, and should measure as the settings say (:func:`make_measurer`). With ``lease``
     (:class:`tunewise.lease.Lease`) a new run is held by it from its creation, and the session commits only
     while it holds the run. ``deadline`` is :class:`~tunewise.session.Session`'s.
+
+    The session meters energy with the settings' meter, stops by their stop rules (:func:`stop_rules`) and
+    checks the whole model as often as they say (:attr:`RunSettings.checks_every`). ``goal`` is the latency
+    goal in seconds; by default the settings' absolute goal (a relative one needs :func:`resolve_goal`).
     """
+    if goal is None and settings.goal is not None:
+        if Goal.parse(settings.goal).relative:
+            raise InputError(f"latency goal {settings.goal} is relative: resolve it first (prepare.resolve_goal)")
+        goal = Goal.parse(settings.goal).resolve()
     scheduler = schedulers.create_seeded(scheduler if scheduler is not None else settings.scheduler, settings.seed)
     owner = None if lease is None else lease.owner
-    if run is None:
-        stored = dataclasses.replace(settings, output=settings.artifact_folder(model.name))
+    meter = energy.create(settings.energy_meter)
+    if run is None:  # stored with the meter "auto" chose here, which a resumed run keeps
+        stored = dataclasses.replace(settings, output=settings.artifact_folder(model.name), energy_meter=meter.name)
         run = store.create_run(model.name, str(model.target), settings.scheduler or repr(scheduler),
                                stored.to_json(), owner=owner)
         if lease is not None:
             lease.hold(store, run)
+    every = settings.checks_every
     return session.Session(model, scheduler, settings.budget, measurer, store, run,
                            trials_per_slot=settings.trials_per_slot, seed=settings.seed,
                            cost_model=settings.cost_model, share=settings.share, callbacks=callbacks, owner=owner,
-                           deadline=deadline)
+                           deadline=deadline, stoppers=stop_rules(settings, goal),
+                           meter=meter,
+                           checker=None if every is None else ModelCheck(every, goal=goal))
 
 
 @dataclass(frozen=True)
@@ -126,6 +166,9 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
                                  seed=settings.seed)
         import_seconds = time.perf_counter() - start
         raise_if_stopped()
+        if settings.goal is not None and Goal.parse(settings.goal).relative:
+            told.phase(f"timing the references of latency goal {settings.goal} in a fresh process")
+        goal = resolve_goal(settings, source, imported.inputs, example_inputs=example_inputs)
         told.phase("extracting tasks")
         extract_start = time.perf_counter()
         model = tasks.extract(imported, tvm_target, level=settings.level)
@@ -143,7 +186,7 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
 
         loop = open_session(model, settings, store=store, measurer=measurer, scheduler=scheduler,
                             callbacks=told.callbacks, run=run, lease=lease,
-                            deadline=None if finish_by is None else deadline)
+                            deadline=None if finish_by is None else deadline, goal=goal)
     except BaseException:
         measurer.close()
         raise

@@ -140,6 +140,12 @@ class LiveProgress(Callback):
                                f"best {_ms(task.best)} ms | {self._header(snapshot)}", soft_wrap=True, markup=False,
                                highlight=False)
 
+    def model_measured(self, point, snapshot) -> None:
+        self._snapshot, self._at = snapshot, time.perf_counter()
+        result = (f"{_ms(point.latency)} ms" if math.isfinite(point.latency) else f"failed ({point.message})")
+        self.phase(f"model latency measured at {_duration(point.elapsed)} of tuning: {result} "
+                   f"(the check took {point.seconds:.0f}s)")
+
     def tuning_finished(self) -> None:
         if self._live is not None:
             self._live.stop()

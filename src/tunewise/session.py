@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from tunewise import cost_models, interrupts, schedulers, sharing, stores, tasks, timebudget
 from tunewise import target as targets
 from tunewise.callbacks import Callback, CallbackList
+from tunewise.checks import ModelCheck
+from tunewise.energy import EnergyMeter
 from tunewise.errors import InputError, RunBusyError
 from tunewise.ledger import Budget, Ledger, Slot, slot_size
 from tunewise.state import Snapshot
@@ -209,13 +211,18 @@ class Session:
     every recorded slot and every phase of the slot in flight. ``owner`` names the process that owns the run
     (:class:`tunewise.lease.Lease`). ``deadline``, when given, maps a snapshot of the run to the
     ``time.perf_counter()`` instant by which tuning must end (a whole command's budget, less what is left to
-    do after tuning).
+    do after tuning). ``stoppers`` are the ledger's stop rules (:mod:`tunewise.stoppers`). ``meter``
+    (:mod:`tunewise.energy`) meters the run: each slot's joules are stored with its checkpoint, and the stop
+    rules see the run's energy. ``checker`` (:class:`~tunewise.checks.ModelCheck`) measures the whole model
+    between slots when it is due; each point is stored (:meth:`~tunewise.stores.Store.add_model_latency`)
+    and told to the ledger.
     """
 
     def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int, *, trials_per_slot: int = 16,
                  search_batch: int = 64, cost_model=None, seed: int = 0, share: bool = True,
                  callbacks: Sequence[Callback | str] = (), owner: str | None = None,
-                 deadline: Callable[[Snapshot], float] | None = None):
+                 deadline: Callable[[Snapshot], float] | None = None, stoppers: Sequence = (),
+                 meter: EnergyMeter | None = None, checker: ModelCheck | None = None):
         from tvm.s_tir import meta_schedule as ms
 
         if not budget.bounded:
@@ -243,10 +250,14 @@ class Session:
         self.shared = 0  # trials that were transferred schedules
         self._offset = 0.0  # tuning time of earlier sessions of the run
         self._start = None
+        self.meter, self.checker = meter, checker
+        self._joules_offset = 0.0  # energy of earlier sessions of the run
+        self._meter_start = None if meter is None else meter.read().joules
         self.ledger = Ledger(
             model.tasks, scheduler, budget, trials_per_slot=trials_per_slot, clock=lambda: self.elapsed,
             seconds_left=None if deadline is None else (lambda snapshot: deadline(snapshot) - time.perf_counter()),
-            pace=self.pace, searching=lambda k, n: self._searches[k].searches(n, untrained=not self.trials))
+            pace=self.pace, searching=lambda k, n: self._searches[k].searches(n, untrained=not self.trials),
+            stoppers=stoppers, joules=None if meter is None else self.joules)
         self._attach()
 
     # -- state -------------------------------------------------------------------------------------------
@@ -254,6 +265,12 @@ class Session:
     def elapsed(self) -> float:
         """Tuning time of the run so far, earlier sessions included."""
         return self._offset + (0.0 if self._start is None else time.perf_counter() - self._start)
+
+    def joules(self) -> float:
+        """Energy the run has used so far, earlier sessions included (0 without a meter)."""
+        if self.meter is None:
+            return 0.0
+        return self._joules_offset + self.meter.read().joules - self._meter_start
 
     @property
     def duplicates(self) -> int:
@@ -290,8 +307,14 @@ class Session:
         by_slot = defaultdict(list)
         for trial in self.store.get_trials(self.run_id):
             by_slot[trial.slot].append(trial)
+        for point in self.store.get_model_latencies(self.run_id):
+            self.ledger.tell_model_latency(point.latency, at=point.elapsed)
+            self._joules_offset += point.joules or 0.0
+            if self.checker is not None:
+                self.checker.checked(point.elapsed, point.seconds)
         for checkpoint in self.store.get_checkpoints(self.run_id):
             self._offset = max(self._offset, checkpoint.elapsed)
+            self._joules_offset += checkpoint.joules or 0.0
             if checkpoint.trials == 0:  # the task's space was exhausted
                 self.ledger.tell(self.ledger.recorded(checkpoint.slot, checkpoint.task, 0), [])
                 continue
@@ -336,6 +359,8 @@ class Session:
                 if slot is None:
                     break
                 self._run_slot(slot)
+                if self.checker is not None and self.checker.due(self.snapshot(), self.ledger.seconds_left()):
+                    self._check_model()
         except RunBusyError:
             raise
         except BaseException as err:
@@ -345,6 +370,19 @@ class Session:
             raise
         self.store.set_status(self.run_id, stores.TUNED)
         return self.snapshot()
+
+    def _check_model(self) -> None:
+        """Measure the whole model with the best records so far (:class:`~tunewise.checks.ModelCheck`), store
+        the point and tell the ledger and the callbacks."""
+        self.callbacks.phase("compiling and timing the model with the best records so far")
+        start, joules = time.perf_counter(), self.joules()
+        latency, message = self.checker.measure(self.model, self.database)
+        point = stores.ModelLatency(self.elapsed, self.ledger.trials, latency, time.perf_counter() - start,
+                                    None if self.meter is None else self.joules() - joules, message)
+        self.store.add_model_latency(self.run_id, point)
+        self.ledger.tell_model_latency(latency, at=point.elapsed)
+        self.checker.checked(point.elapsed, point.seconds)
+        self.callbacks.model_measured(point, self.snapshot())
 
     def _open(self) -> None:
         """Slot 0 of a new run, to the heaviest task by FLOPs, with the default latencies measured after its
@@ -367,7 +405,7 @@ class Session:
             self.callbacks.slot_phase(before, k, phase)
 
         on_phase("search")
-        slot_start = time.perf_counter()
+        slot_start, slot_joules = time.perf_counter(), self.joules()
         max_trials = self.budget.per_task_trials or self.budget.max_trials or 1_000_000
         shared = search.adopt(self._transfers(k, n), self.database, self.cost_model, max_trials)
         proposed = shared or search.propose(n, self.database, self.cost_model, max_trials, untrained=not self.trials)
@@ -391,7 +429,7 @@ class Session:
             self.ledger.tell(slot, [])
             self.store.add_trials(self.run_id, [], Checkpoint(
                 slot.index, k, 0, self.elapsed, time.perf_counter() - slot_start,
-                self.snapshot().estimated_latency()), owner=self.owner)
+                self.snapshot().estimated_latency(), self._slot_joules(slot_joules)), owner=self.owner)
             return
         now, target, workload = time.time(), str(self.model.target), self.database.workload(self._workloads[k])
         trials = [StoredTrial(self._workloads[k], _record_json(c, m, workload, self.model.target), m.run_secs,
@@ -402,7 +440,8 @@ class Session:
         self.shared += len(shared)
         elapsed, latency = self.history[-1]  # what the ledger recorded for the slot
         self.store.add_trials(self.run_id, trials, Checkpoint(
-            slot.index, k, len(trials), elapsed, time.perf_counter() - slot_start, latency), owner=self.owner)
+            slot.index, k, len(trials), elapsed, time.perf_counter() - slot_start, latency,
+            self._slot_joules(slot_joules)), owner=self.owner)
         search.notify(candidates, [_runner_result(t) for t in trials], self.cost_model)
         event = SlotEvent(slot.index, k, len(trials), sum(t.error is not None for t in trials), best_before,
                           self.ledger.best(k), time.perf_counter() - slot_start, search_seconds, measure_seconds,
@@ -410,6 +449,9 @@ class Session:
         self.pace.record(searching=searching, trials=len(trials), measure_seconds=measure_seconds,
                          fixed=slot.decision_seconds + event.seconds - measure_seconds)
         self.callbacks.slot_recorded(event, self.snapshot())
+
+    def _slot_joules(self, at_start: float) -> float | None:
+        return None if self.meter is None else self.joules() - at_start
 
     def _transfers(self, k: int, n: int) -> list:
         """Up to ``n`` schedules of task ``k`` transferred from the best records of its group-mates that beat

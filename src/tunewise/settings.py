@@ -7,8 +7,9 @@
 Runs stored with fewer keys are read by :meth:`RunSettings.from_json` with the value each such run was tuned
 with (:data:`ADDED_KEYS`): ``share`` false (runs stored before schedule sharing existed tuned every task
 alone), ``evaluator`` ``"fixed"`` and ``cost_model`` ``"xgb"`` (what tunewise ran for settings without them),
-``runner`` ``"local"`` (the only runner there was). Every other key has been stored since runs had settings,
-so settings without one are not a tuning run's, and are refused.
+``runner`` ``"local"`` (the only runner there was), no stop rule and no model checks (``goal``,
+``energy_budget``, ``diminishing``, ``check_every`` ``None``) and the ``"auto"`` energy meter. Every other
+key has been stored since runs had settings, so settings without one are not a tuning run's, and are refused.
 
 >>> settings = RunSettings(source="tiny-mlp", budget=Budget(max_trials=32))
 >>> RunSettings.from_json(settings.to_json()) == settings
@@ -18,16 +19,21 @@ True
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tunewise import candidate_runners, cost_models, graph, runners, schedulers
+from tunewise import candidate_runners, cost_models, energy, graph, runners, schedulers
+from tunewise.checks import DEFAULT_EVERY
 from tunewise.errors import InputError
+from tunewise.goals import Goal
 from tunewise.measure import MeasureConfig
 from tunewise.session import Budget
 
-ADDED_KEYS: Mapping[str, object] = {"share": False, "evaluator": "fixed", "cost_model": "xgb", "runner": "local"}
+ADDED_KEYS: Mapping[str, object] = {"share": False, "evaluator": "fixed", "cost_model": "xgb", "runner": "local",
+                                    "goal": None, "energy_budget": None, "diminishing": None, "check_every": None,
+                                    "energy_meter": "auto"}
 """Keys a stored run may lack, each with the value the runs stored without it were tuned with."""
 
 
@@ -42,6 +48,14 @@ class RunSettings:
     :func:`tunewise.cost_models.create` and :func:`tunewise.candidate_runners.create`; ``share`` lets tasks of
     one anchor share schedules (:mod:`tunewise.sharing`); ``output`` is the artifact folder (``None``:
     ``tunewise-out/MODEL``).
+
+    Stop rules (:mod:`tunewise.stoppers`), for any scheduler: ``goal`` (:class:`tunewise.goals.Goal` text:
+    ``"12ms"``, ``"0.9x-ort"``) ends the run once the measured model latency reaches it; ``energy_budget``
+    (joules) once the run has used that much energy (metered by ``energy_meter``, a
+    :func:`tunewise.energy.create` name); ``diminishing`` (Trimmer's ``phi``, e.g. -0.25) once the model
+    improves that much more slowly per second than over the check interval before. ``check_every`` is the
+    tuning time (seconds) between whole-model checks (:mod:`tunewise.checks`); ``None`` checks every
+    :data:`tunewise.checks.DEFAULT_EVERY` seconds when a goal or ``diminishing`` is set, else never.
     """
 
     source: str | None = None
@@ -57,6 +71,11 @@ class RunSettings:
     output: str | None = None
     measure: MeasureConfig = MeasureConfig()
     runner: str = candidate_runners.DEFAULT
+    goal: str | None = None
+    energy_budget: float | None = None
+    diminishing: float | None = None
+    check_every: float | None = None
+    energy_meter: str = "auto"
 
     def __post_init__(self):
         object.__setattr__(self, "input_shapes", {k: tuple(v) for k, v in self.input_shapes.items()})
@@ -72,12 +91,29 @@ class RunSettings:
             raise InputError(f"share must be true or false, got {self.share!r}")
         if self.level not in graph.LEVELS:
             raise InputError(f"unknown graph level {self.level!r}; choose one of: {', '.join(graph.LEVELS)}")
+        if self.goal is not None:
+            Goal.parse(self.goal)
+        for name, value in (("energy budget", self.energy_budget), ("model-check interval", self.check_every)):
+            if value is not None and not _positive(value):
+                raise InputError(f"{name} must be a positive number, got {value!r}")
+        if self.diminishing is not None and (not isinstance(self.diminishing, (int, float))
+                                             or isinstance(self.diminishing, bool)
+                                             or not math.isfinite(self.diminishing)):
+            raise InputError(f"diminishing-returns threshold must be a number, got {self.diminishing!r}")
         for kind, name, valid in (("scheduler", self.scheduler, schedulers.names()),
                                   ("evaluator", self.evaluator, runners.names()),
                                   ("cost model", self.cost_model, cost_models.names()),
-                                  ("runner", self.runner, candidate_runners.names())):
+                                  ("runner", self.runner, candidate_runners.names()),
+                                  ("energy meter", self.energy_meter, energy.names())):
             if name not in valid and not (kind == "scheduler" and name is None):
                 raise InputError(f"unknown {kind} {name!r}; valid names: {', '.join(valid)}")
+
+    @property
+    def checks_every(self) -> float | None:
+        """Seconds of tuning time between whole-model checks; ``None``: no checks."""
+        if self.check_every is not None:
+            return self.check_every
+        return DEFAULT_EVERY if self.goal is not None or self.diminishing is not None else None
 
     def with_limits(self, budget: Budget | Mapping) -> RunSettings:
         """These settings with the limits ``budget`` sets (a :class:`~tunewise.session.Budget`, or a mapping of
@@ -124,3 +160,7 @@ class RunSettings:
 
 def _whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0

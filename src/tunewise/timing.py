@@ -84,18 +84,26 @@ def _run_worker(spec: dict, directory: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def time_compiled(untuned, tuned, inputs) -> tuple[float, float, int]:
-    """Median latencies (seconds) of two :class:`~tunewise.compile.CompiledModel` on ``inputs``, timed in
-    alternating rounds in one fresh process, and the number of rounds (:func:`rounds_for`)."""
+def time_models(models, inputs) -> tuple[list[float], int]:
+    """Median latencies (seconds) of :class:`~tunewise.compile.CompiledModel` objects (one target) on
+    ``inputs``, timed in turn, round after round, in one fresh process, and the number of rounds
+    (:func:`rounds_for`)."""
     with tempfile.TemporaryDirectory(prefix="tunewise-timing-") as directory:
         libraries = []
-        for name, model in (("untuned", untuned), ("tuned", tuned)):
-            libraries.append(os.path.join(directory, f"{name}.so"))
+        for i, model in enumerate(models):
+            libraries.append(os.path.join(directory, f"model{i}.so"))
             model.executable.export_library(libraries[-1])
         np.savez(os.path.join(directory, "inputs.npz"), *inputs)
-        result = _run_worker({"kind": "tvm", "libraries": libraries, "target": str(tuned.target),
+        result = _run_worker({"kind": "tvm", "libraries": libraries, "target": str(models[0].target),
                               "inputs": os.path.join(directory, "inputs.npz")}, directory)
-    return result["latencies"][0], result["latencies"][1], result["rounds"]
+    return result["latencies"], result["rounds"]
+
+
+def time_compiled(untuned, tuned, inputs) -> tuple[float, float, int]:
+    """Median latencies (seconds) of two :class:`~tunewise.compile.CompiledModel` on ``inputs``, timed in
+    alternating rounds in one fresh process (:func:`time_models`), and the number of rounds."""
+    (untuned_latency, tuned_latency), rounds = time_models([untuned, tuned], inputs)
+    return untuned_latency, tuned_latency, rounds
 
 
 def _reference_spec(source, example_inputs, seed: int, directory: str) -> dict | None:

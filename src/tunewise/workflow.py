@@ -51,6 +51,10 @@ class TuneResult:
     phase_seconds: dict[str, float] = field(default_factory=dict)  # wall time of import, extract, tune, compile
     onnxruntime_latency: float | None = None
     timing: str = timings.describe()  # how the latencies were timed
+    stopped_by: str | None = None  # the stop rule that ended tuning, in its words
+    measured: tuple = ()  # the whole-model latencies measured while tuning (tunewise.stores.ModelLatency)
+    joules: float | None = None  # energy the tuning used (None: not metered)
+    joules_estimated: bool = False  # the meter estimates rather than measures
 
 
 @quiet("tune")
@@ -60,7 +64,9 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
          measure_config: measure.MeasureConfig | None = None, callbacks: Sequence[Callback | str] = (),
          compare_torch: bool = True, store=None, evaluator: str = RunSettings.evaluator,
          cost_model: str = RunSettings.cost_model, share: bool = RunSettings.share,
-         runner: str = RunSettings.runner, progress: bool | None = None) -> TuneResult:
+         runner: str = RunSettings.runner, progress: bool | None = None, goal: str | None = None,
+         energy_budget: float | None = None, diminishing: float | None = None, check_every: float | None = None,
+         energy_meter: str = RunSettings.energy_meter) -> TuneResult:
     """Tune ``source`` (zoo name, ``.onnx``/``.pt2`` path, or ``nn.Module`` with ``example_inputs``).
 
     The keywords are :class:`~tunewise.settings.RunSettings`' fields, with its defaults (``budget`` None: 200
@@ -68,7 +74,9 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
     also be a scheduler object. ``evaluator`` (:func:`tunewise.runners.create`) times the candidates,
     ``cost_model`` (:func:`tunewise.cost_models.create`) ranks them for the search and ``runner``
     (:func:`tunewise.candidate_runners.create`) runs them. With ``share``, tasks with the same anchor
-    computation start from each other's best schedules (:mod:`tunewise.sharing`).
+    computation start from each other's best schedules (:mod:`tunewise.sharing`). ``goal``,
+    ``energy_budget``, ``diminishing``, ``check_every`` and ``energy_meter`` are the stop rules, whole-model
+    checks and energy meter of :class:`~tunewise.settings.RunSettings`.
 
     ``callbacks`` (:mod:`tunewise.callbacks`: instances or names) are told every step and slot. ``progress``
     adds the live display of ``tunewise tune`` (:class:`tunewise.progress.LiveProgress`); by default it is
@@ -88,7 +96,8 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
         input_shapes=input_shapes or {}, budget=budget or RunSettings.budget, trials_per_slot=trials_per_slot,
         level=level, seed=seed, evaluator=evaluator, cost_model=cost_model, share=share,
         output=os.path.abspath(output) if output else None, measure=measure_config or RunSettings.measure,
-        runner=runner)
+        runner=runner, goal=goal, energy_budget=energy_budget, diminishing=diminishing, check_every=check_every,
+        energy_meter=energy_meter)
     with _ownership() as owned:
         return _tune(source, store, None, settings, scheduler, target, example_inputs,
                      _callbacks(callbacks, progress), compare_torch, owned)
@@ -231,4 +240,6 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     return TuneResult(output, model.name, len(model.tasks), final.trials, failures, final.elapsed,
                       loop.decision_seconds, untuned_latency, tuned_latency, final.estimated_latency(),
                       max_error, eager, loop.shared, tuple(loop.history), run, phases, onnxruntime,
-                      timings.describe(rounds))
+                      timings.describe(rounds), loop.ledger.stopped_by, tuple(store.get_model_latencies(run)),
+                      None if loop.meter is None else loop.joules(),
+                      loop.meter is not None and loop.meter.read().estimated)

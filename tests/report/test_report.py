@@ -50,6 +50,29 @@ def test_summary_numbers(synthetic):
     assert line.split()[:4] == [str(run), "dead", "m", "gradient"]  # running, with no live owner
 
 
+def test_energy_failures_and_measured_latencies_are_shown():
+    store = stores.create("sqlite://")
+    run = store.create_run("m", "cpu", "survey", {"energy_meter": "estimate"})
+    w = store.commit_workload("0000000000000001", "W", lambda other: other == "W")
+    store.add_tasks(run, [StoredTask(0, "dense", w, 1, 1e6, 4e-3)])
+
+    def t(latency, error=None, seconds=1.0):
+        return StoredTrial(w, _record(), () if error else (latency,), error, task=0, slot=0, build_seconds=seconds,
+                           run_seconds=seconds)
+
+    # four trials of 2 s each, two of them failures (3 s of 4 + 4 s of 8 counted)
+    store.add_trials(run, [t(2e-3), t(None, "build", 0.75), t(None, "timeout", 1.25), t(1e-3)],
+                     Checkpoint(0, 0, 4, 9.0, 9.0, 1e-3, joules=90.0))
+    store.add_model_latency(run, stores.ModelLatency(9.0, 4, 1.5e-3, 6.0, 30.0))
+    s = report.summarize(store, run)
+    assert s.joules == pytest.approx(120.0) and s.measured[0].latency == 1.5e-3
+    assert s.waste_seconds == pytest.approx(4.0) and s.waste_joules == pytest.approx(90.0 * 4.0 / 8.0)
+    table = "\n".join(report.run_table(s))
+    assert "energy 0.12 kJ, metered by estimate (estimated from CPU time)" in table
+    assert "failed candidates: 1 build, 1 timeout; they cost 4.0s of building and running, 0.04 kJ" in table
+    assert "model latency measured while tuning: 1.500 ms at 9s" in table
+
+
 def test_an_import_has_no_model_estimate(synthetic):
     store, _ = synthetic
     run = store.create_run("/records", "cpu", "import", {}, status=stores.IMPORTED)

@@ -9,7 +9,7 @@ import pytest
 
 from tunewise import stores
 from tunewise.errors import InputError, RunBusyError, StoreError
-from tunewise.stores import Checkpoint, StoredTask, StoredTrial
+from tunewise.stores import Checkpoint, ModelLatency, StoredTask, StoredTrial
 
 
 def record(latencies=(1e-3,), instructions=(("GetSBlock", [], ["root", "main"], ["b0"]),), target=None) -> str:
@@ -84,6 +84,20 @@ def test_tasks_trials_and_checkpoints_round_trip(store):
     other = store.create_run("m", "cpu", "random", {})
     store.add_trials(other, [trial(w)])
     assert store.get_trials() == [*slot0, *slot1, trial(w)] and store.get_trials(other) == [trial(w)]
+
+
+def test_energy_and_model_latencies_round_trip(store):
+    run = store.create_run("m", "cpu", "survey", {})
+    w = store.commit_workload("0000000000000001", "W", equal_to("W"))
+    store.add_tasks(run, [StoredTask(0, "dense", w, 1, 1e6, 1e-3)])
+    store.add_trials(run, [trial(w, 2e-3)], Checkpoint(0, 0, 1, 1.5, 1.5, 2e-3, joules=30.5))
+    store.add_trials(run, [trial(w, 1e-3, slot=1)], Checkpoint(1, 0, 1, 2.5, 1.0, 1e-3))
+    points = [ModelLatency(2.5, 2, 1.2e-3, 8.0, 90.0), ModelLatency(9.0, 2, math.inf, 3.0, None, "output 0 differs")]
+    for point in points:
+        store.add_model_latency(run, point)
+    assert [c.joules for c in store.get_checkpoints(run)] == [30.5, None]
+    assert store.get_model_latencies(run) == points
+    assert store.get_model_latencies(store.create_run("m", "cpu", "survey", {})) == []
 
 
 def test_a_slot_is_committed_whole_or_not_at_all(store):

@@ -10,7 +10,8 @@ class Callback:
 
     - :meth:`slot_recorded` is called once for every slot that measured trials, after the slot's trials and
       checkpoint are committed to the store, in slot order; :meth:`slot_phase` when the slot in flight enters
-      a phase. Both come from :class:`~tunewise.session.Session` (``callbacks=[...]``).
+      a phase; :meth:`model_measured` after each whole-model check (:mod:`tunewise.checks`) is stored. They
+      come from :class:`~tunewise.session.Session` (``callbacks=[...]``).
     - :meth:`phase`, :meth:`tuning_started` and :meth:`tuning_finished` come from the job around the session:
       :func:`tunewise.tune` and :func:`tunewise.resume` send all three, :func:`tunewise.prepare.prepare_run`
       sends :meth:`phase` for the steps it takes; a session driven alone sends none of them.
@@ -37,6 +38,10 @@ class Callback:
     def slot_recorded(self, event, snapshot) -> None:
         """A slot was measured and recorded: ``event`` (:class:`~tunewise.session.SlotEvent`) says what it did,
         ``snapshot`` is the run after it."""
+
+    def model_measured(self, point, snapshot) -> None:
+        """The whole model was compiled with the best records so far and timed: ``point``
+        (:class:`~tunewise.stores.ModelLatency`) says when and what it measured, ``snapshot`` is the run then."""
 
     def tuning_finished(self) -> None:
         """The tuning loop ended (its budget spent, or every task finished)."""

@@ -32,6 +32,10 @@ class CallbackList(Callback):
         for c in self.callbacks:
             c.slot_recorded(event, snapshot)
 
+    def model_measured(self, point, snapshot) -> None:
+        for c in self.callbacks:
+            c.model_measured(point, snapshot)
+
     def tuning_finished(self) -> None:
         for c in self.callbacks:
             c.tuning_finished()

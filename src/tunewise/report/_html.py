@@ -48,8 +48,9 @@ def _artifact_time(summary: RunSummary, metadata) -> float:
 
 
 def latency_figure(summaries: list[RunSummary]):
-    """Model latency against tuning time: each run's estimate from its checkpoints (a step line) and the
-    latencies measured on its compiled artifacts: untuned TVM at time 0, tuned TVM when it was compiled, the
+    """Model latency against tuning time: each run's estimate from its checkpoints (a step line), the
+    whole-model latencies measured while tuning (squares), and the latencies measured on its compiled
+    artifacts: untuned TVM at time 0, tuned TVM when it was compiled, the
     references (PyTorch eager, onnxruntime) as dotted lines to that time. A run without an artifact has
     its estimate only."""
     import plotly.graph_objects as go
@@ -62,6 +63,13 @@ def latency_figure(summaries: list[RunSummary]):
                         name=f"{group}: latency estimate", legendgroup=group, line_color=color,
                         hovertemplate=f"{html.escape(s.label)}<br>after %{{x:.1f}} s: %{{y:.4f}} ms"
                                       "<extra>estimate</extra>")
+        checks = [(m.elapsed, m.latency * 1e3) for m in s.measured if math.isfinite(m.latency)]
+        if checks:
+            fig.add_scatter(x=[c[0] for c in checks], y=[c[1] for c in checks], mode="markers",
+                            name=f"{group}: measured while tuning", legendgroup=group,
+                            marker={"color": color, "size": 10, "symbol": "square"},
+                            hovertemplate="compiled and timed after %{x:.1f} s: %{y:.4f} ms"
+                                          f"<extra>{group}</extra>")
         for key, name, own in COMPILED:
             xs, ys, paths = [], [], []
             for artifact in s.artifacts:
@@ -193,6 +201,17 @@ def header(summary: RunSummary) -> list[tuple[str, str]]:
             ("CPU", _cpu(r.target)), ("created", _when(r.created)), ("updated", _when(r.updated)),
             ("trials", f"{summary.trials} ({summary.failures} failed) in {summary.elapsed:.1f} s of tuning"),
             ("latency estimate", f"{_fmt_ms(summary.untuned)} untuned -> {_fmt_ms(summary.estimate)} tuned")]
+    if summary.measured:
+        rows.append(("measured while tuning", ", ".join(
+            f"{_fmt_ms(m.latency)} at {m.elapsed:.0f} s" if math.isfinite(m.latency) else f"failed at {m.elapsed:.0f} s"
+            for m in summary.measured)))
+    if summary.joules is not None:
+        meter = r.settings.get("energy_meter")
+        rows.append(("energy", f"{summary.joules / 1e3:.2f} kJ, metered by {meter}"
+                     + (" (estimated from CPU time)" if meter == "estimate" else "")))
+    if summary.failures:
+        rows.append(("failed candidates cost", f"{summary.waste_seconds:.1f} s"
+                     + ("" if summary.waste_joules is None else f", {summary.waste_joules / 1e3:.2f} kJ")))
     if summary.artifacts:
         last = summary.artifacts[-1]
         rows.append(("artifact", last.path))

@@ -89,8 +89,12 @@ def figure(summaries: list[RunSummary]):
         points = [(t, v * 1e3) for t, v in s.curve if math.isfinite(v)]
         if points:
             times, latencies = zip(*points, strict=True)
-            curve_ax.step(times, latencies, where="post", marker=".", label=s.label)
-    curve_ax.set(xlabel="tuning time (s)", ylabel="model latency estimate (ms)",
+            line, = curve_ax.step(times, latencies, where="post", marker=".", label=s.label)
+        checks = [(m.elapsed, m.latency * 1e3) for m in s.measured if math.isfinite(m.latency)]
+        if checks:
+            curve_ax.plot(*zip(*checks, strict=True), "s", color=line.get_color() if points else None,
+                          label=f"{s.label}: measured while tuning")
+    curve_ax.set(xlabel="tuning time (s)", ylabel="model latency (ms)",
                  title="model latency vs tuning time")
     curve_ax.grid(alpha=0.3)
     curve_ax.legend(fontsize=8)

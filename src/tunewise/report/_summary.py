@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tunewise.stores import Artifact, Checkpoint, Run, Store
+from tunewise.stores import Artifact, Checkpoint, ModelLatency, Run, Store
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,9 @@ class Failure:
 @dataclass(frozen=True)
 class RunSummary:
     """A run: its row, tasks, totals and model-latency curve ``(tuning seconds, estimate)``; its
-    ``checkpoints`` (one per scheduler decision), ``failed`` candidates and compiled ``artifacts``."""
+    ``checkpoints`` (one per scheduler decision), ``failed`` candidates, compiled ``artifacts``, the
+    whole-model latencies ``measured`` while tuning (:class:`~tunewise.stores.ModelLatency`) and the energy
+    the run used (``joules``, ``None`` when it was not metered)."""
 
     run: Run
     tasks: tuple[TaskSummary, ...]
@@ -55,6 +57,12 @@ class RunSummary:
     checkpoints: tuple[Checkpoint, ...] = ()
     failed: tuple[Failure, ...] = ()
     artifacts: tuple[Artifact, ...] = ()
+    measured: tuple[ModelLatency, ...] = ()
+    joules: float | None = None
+    # what the failed candidates cost: their build and run seconds, and the share of their slots' energy that
+    # time stands for (None when the run was not metered)
+    waste_seconds: float = 0.0
+    waste_joules: float | None = None
 
     @property
     def label(self) -> str:
@@ -89,7 +97,27 @@ def summarize(store: Store, run: int) -> RunSummary:
     untuned = sum(s.weight * s.default_latency for s in stored_tasks) if stored_tasks else math.inf
     estimate = estimate if stored_tasks else math.inf  # an import has no tasks: no model to estimate
     curve = ((0.0, untuned), *((c.elapsed, c.latency) for c in checkpoints if c.trials))
+    measured = tuple(store.get_model_latencies(run))
+    metered = [c.joules for c in checkpoints if c.joules is not None] + [m.joules for m in measured
+                                                                          if m.joules is not None]
     return RunSummary(spec, tasks, len(trials), sum(t.error is not None for t in trials),
                       checkpoints[-1].elapsed if checkpoints else 0.0, untuned, estimate, curve, tuple(checkpoints),
                       tuple(Failure(t.task, t.error, t.message) for t in trials if t.error is not None),
-                      tuple(store.get_artifacts(run)))
+                      tuple(store.get_artifacts(run)), measured, math.fsum(metered) if metered else None,
+                      *_waste(trials, checkpoints))
+
+
+def _waste(trials, checkpoints) -> tuple[float, float | None]:
+    """Seconds the failed trials took to build and run, and their share of each slot's joules (by that time)."""
+    per_slot: dict[int, list[float]] = {}
+    for t in trials:
+        if t.task is not None:
+            spent = per_slot.setdefault(t.slot, [0.0, 0.0])
+            spent[0] += t.build_seconds + t.run_seconds
+            spent[1] += (t.build_seconds + t.run_seconds) if t.error is not None else 0.0
+    seconds = math.fsum(failed for _, failed in per_slot.values())
+    if not any(c.joules is not None for c in checkpoints):
+        return seconds, None
+    joules = math.fsum(c.joules * per_slot[c.slot][1] / per_slot[c.slot][0] for c in checkpoints
+                       if c.joules is not None and c.slot in per_slot and per_slot[c.slot][0] > 0)
+    return seconds, joules

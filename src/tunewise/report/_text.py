@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 
 from tunewise.report._summary import RunSummary
 
@@ -55,8 +56,21 @@ def run_table(summary: RunSummary) -> list[str]:
                 f"({summary.untuned / summary.estimate:.2f}x)" if 0 < summary.estimate < math.inf else "")
     lines = [f"run {r.id}: {r.model} with {r.scheduler} on {r.target}",
              f"status {r.state()}; {summary.trials} trials ({summary.failures} failed) in {summary.elapsed:.0f}s"
-             + estimate,
-             f"{'task':40s} {'weight':>6s} {'trials':>6s} {'failed':>6s} {'default ms':>10s} {'best ms':>9s} "
+             + estimate]
+    if summary.joules is not None:
+        meter = r.settings.get("energy_meter")
+        lines.append(f"energy {summary.joules / 1e3:.2f} kJ, metered by {meter}"
+                     + (" (estimated from CPU time)" if meter == "estimate" else ""))
+    if summary.failures:
+        kinds = Counter(f.kind for f in summary.failed)
+        joules = "" if summary.waste_joules is None else f", {summary.waste_joules / 1e3:.2f} kJ"
+        lines.append(f"failed candidates: {', '.join(f'{n} {kind}' for kind, n in sorted(kinds.items()))}; they "
+                     f"cost {summary.waste_seconds:.1f}s of building and running{joules}")
+    if summary.measured:
+        lines.append("model latency measured while tuning: " + ", ".join(
+            f"{ms(m.latency)} ms at {m.elapsed:.0f}s" if math.isfinite(m.latency) else f"failed at {m.elapsed:.0f}s"
+            for m in summary.measured))
+    lines += [f"{'task':40s} {'weight':>6s} {'trials':>6s} {'failed':>6s} {'default ms':>10s} {'best ms':>9s} "
              f"{'latency %':>9s} {'time %':>7s}"]
     for t in summary.tasks:
         lines.append(f"{t.name[:40]:40s} {t.weight:6d} {t.trials:6d} {t.failures:6d} {ms(t.default_latency):>10s} "

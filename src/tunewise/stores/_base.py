@@ -124,7 +124,7 @@ class Checkpoint:
 
     ``trials`` is how many candidates the slot measured (0: the task's search space was exhausted),
     ``elapsed`` the run's tuning time after it, ``seconds`` the time the slot took, ``latency`` the
-    model-latency estimate after it.
+    model-latency estimate after it, ``joules`` the energy the slot used (``None``: not metered).
     """
 
     slot: int
@@ -133,6 +133,21 @@ class Checkpoint:
     elapsed: float
     seconds: float
     latency: float
+    joules: float | None = None
+
+
+@dataclass(frozen=True)
+class ModelLatency:
+    """The whole model, compiled with the run's best records after ``trials`` trials and ``elapsed`` seconds
+    of tuning, ran in ``latency`` seconds (``inf``: the check failed, ``message`` says why). The check took
+    ``seconds`` and ``joules`` (``None``: not metered)."""
+
+    elapsed: float
+    trials: int
+    latency: float
+    seconds: float
+    joules: float | None = None
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -267,6 +282,14 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def get_checkpoints(self, run: int) -> list[Checkpoint]:
         """The run's checkpoints, oldest first."""
+
+    @abc.abstractmethod
+    def add_model_latency(self, run: int, point: ModelLatency) -> None:
+        """Record a whole-model latency measured while tuning ``run``."""
+
+    @abc.abstractmethod
+    def get_model_latencies(self, run: int) -> list[ModelLatency]:
+        """The whole-model latencies measured while tuning ``run``, oldest first."""
 
     # -- artifacts -------------------------------------------------------------------------------------
     @abc.abstractmethod

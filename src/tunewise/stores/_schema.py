@@ -71,6 +71,19 @@ checkpoints = Table(
     Column("elapsed", Float, nullable=False),
     Column("seconds", Float, nullable=False),
     Column("latency", Float),  # NULL: inf
+    Column("joules", Float),  # energy the slot used (NULL: not metered)
+)
+
+model_latencies = Table(
+    "model_latencies", METADATA,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("run_id", _ID, ForeignKey("runs.id"), nullable=False, index=True),
+    Column("elapsed", Float, nullable=False),
+    Column("trials", Integer, nullable=False),
+    Column("latency", Float),  # NULL: the check failed (inf)
+    Column("seconds", Float, nullable=False),
+    Column("joules", Float),
+    Column("message", Text, nullable=False),
 )
 
 artifacts = Table(

@@ -27,7 +27,17 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, Oper
 from tunewise.errors import InputError, RunBusyError, StoreError, message_line
 from tunewise.stores import _base
 from tunewise.stores import _schema as s
-from tunewise.stores._base import RUNNING, Artifact, Checkpoint, Run, Store, StoredTask, StoredTrial, ranking_latency
+from tunewise.stores._base import (
+    RUNNING,
+    Artifact,
+    Checkpoint,
+    ModelLatency,
+    Run,
+    Store,
+    StoredTask,
+    StoredTrial,
+    ranking_latency,
+)
 from tunewise.stores._url import display_url, hide_secrets
 
 _MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
@@ -308,7 +318,7 @@ class SQLAlchemyStore(Store):
                 c = checkpoint
                 conn.execute(s.checkpoints.insert().values(
                     run_id=run, slot=c.slot, task_index=c.task, trials=c.trials, elapsed=c.elapsed,
-                    seconds=c.seconds, latency=_finite(c.latency)))
+                    seconds=c.seconds, latency=_finite(c.latency), joules=c.joules))
             conn.execute(update(s.runs).where(s.runs.c.id == run).values(updated=time.time()))
 
     @staticmethod
@@ -339,9 +349,22 @@ class SQLAlchemyStore(Store):
 
     def get_checkpoints(self, run: int) -> list[Checkpoint]:
         with self._engine.connect() as conn:
-            return [Checkpoint(row.slot, row.task_index, row.trials, row.elapsed, row.seconds, _or_inf(row.latency))
+            return [Checkpoint(row.slot, row.task_index, row.trials, row.elapsed, row.seconds, _or_inf(row.latency),
+                               row.joules)
                     for row in conn.execute(select(s.checkpoints).where(s.checkpoints.c.run_id == run)
                                             .order_by(s.checkpoints.c.id))]
+
+    def add_model_latency(self, run: int, point: ModelLatency) -> None:
+        with self._writer.begin() as conn:
+            conn.execute(s.model_latencies.insert().values(
+                run_id=run, elapsed=point.elapsed, trials=point.trials, latency=_finite(point.latency),
+                seconds=point.seconds, joules=point.joules, message=point.message))
+
+    def get_model_latencies(self, run: int) -> list[ModelLatency]:
+        with self._engine.connect() as conn:
+            return [ModelLatency(row.elapsed, row.trials, _or_inf(row.latency), row.seconds, row.joules, row.message)
+                    for row in conn.execute(select(s.model_latencies).where(s.model_latencies.c.run_id == run)
+                                            .order_by(s.model_latencies.c.id))]
 
     # -- artifacts -------------------------------------------------------------------------------------
     def add_artifact(self, run: int, path: str, metadata: Mapping) -> None:

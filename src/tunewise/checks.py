@@ -1,0 +1,63 @@
+"""The whole model's latency while it is tuned: compiled with the run's best records so far, its outputs
+checked against the reference, and timed in a fresh process, as the final artifact is
+(:func:`tunewise.timing.time_models`).
+
+A check costs a compile of the model and a fresh timing process (on ResNet-18 on a 2-core machine:
+``bench/check_cost.py``), so it is made every :data:`DEFAULT_EVERY` seconds of tuning time by default, and
+sooner once the latency estimate reaches the run's goal: stop rules (:mod:`tunewise.stoppers`) then decide
+from what the model measures, not from the estimate.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tunewise.errors import message_line
+
+DEFAULT_EVERY = 300.0
+"""Seconds of tuning time between two checks, when the run asks for checks without saying how often."""
+
+
+class ModelCheck:
+    """When to measure the whole model, and how (:meth:`measure`).
+
+    A check is due once ``every`` seconds of tuning time have passed since the last one (or since the run
+    started), or once a quarter of that has passed while the model-latency estimate is at or below ``goal``
+    (seconds). It is not due when the time left under the run's limits is shorter than the last check took
+    (before any check: a tenth of ``every``).
+    """
+
+    def __init__(self, every: float = DEFAULT_EVERY, *, goal: float | None = None):
+        if isinstance(every, bool) or not isinstance(every, (int, float)) or not math.isfinite(every) or every <= 0:
+            raise ValueError(f"the interval between model checks must be a positive number of seconds, got {every!r}")
+        self.every = every
+        self.goal = goal
+        self.last = 0.0  # tuning time of the last check
+        self.cost = every / 10  # seconds the last check took
+
+    def due(self, snapshot, seconds_left: float = math.inf) -> bool:
+        """Whether to check the model now, the run being at ``snapshot`` with ``seconds_left`` of its limits."""
+        if seconds_left < self.cost:
+            return False
+        since = snapshot.elapsed - self.last
+        near_goal = self.goal is not None and snapshot.estimated_latency() <= self.goal
+        return since >= self.every or (near_goal and since >= self.every / 4)
+
+    def checked(self, elapsed: float, seconds: float) -> None:
+        """A check ended at tuning time ``elapsed`` and took ``seconds``."""
+        self.last, self.cost = elapsed, seconds
+
+    def measure(self, model, database) -> tuple[float, str]:
+        """``(latency, "")`` of ``model`` (an :class:`~tunewise.tasks.ExtractedModel` with its default
+        latencies) compiled with the best records of ``database`` that beat them; ``(inf, why)`` when it
+        fails to build, run, or match the reference outputs."""
+        from tunewise import compile as compiler
+        from tunewise import timing
+
+        try:
+            compiled = compiler.CompiledModel(compiler.build(model, database), model.target)
+            compiler.verify(compiled, model.inputs, model.reference_outputs)
+            (latency,), _ = timing.time_models([compiled], model.inputs)
+        except Exception as err:  # a build, run or verification failure of this model: the run goes on
+            return math.inf, message_line(err)
+        return latency, ""

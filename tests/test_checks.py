@@ -1,0 +1,50 @@
+"""Whole-model checks while tuning: when they are due, and a real run that stops at its goal on one."""
+
+import math
+
+import pytest
+
+from tunewise.checks import ModelCheck
+from tunewise.state import Snapshot, TaskView
+
+
+def at(elapsed: float, estimate: float) -> Snapshot:
+    return Snapshot((TaskView(0, "conv", 1, 1e9, 1.0, best_history=(estimate,)),), elapsed=elapsed)
+
+
+def test_a_check_is_due_every_interval_and_sooner_once_the_estimate_reaches_the_goal():
+    check = ModelCheck(100.0, goal=0.010)
+    assert not check.due(at(99.0, 0.020)) and check.due(at(100.0, 0.020))
+    assert not check.due(at(24.0, 0.009)) and check.due(at(25.0, 0.009))  # a quarter of the interval, at the goal
+    check.checked(130.0, 12.0)
+    assert not check.due(at(229.0, 0.020)) and check.due(at(230.0, 0.020))
+    assert not check.due(at(230.0, 0.020), seconds_left=11.0)  # the last check took 12 s: no time for one
+    assert not ModelCheck(100.0).due(at(50.0, 1e-9))  # without a goal, only the interval counts
+    with pytest.raises(ValueError, match="positive number of seconds"):
+        ModelCheck(0.0)
+
+
+@pytest.mark.tvm
+def test_a_run_with_a_goal_stops_on_the_measured_latency_and_stores_it(tiny_mlp, measurer):
+    from tunewise import energy, schedulers, session, stoppers, stores
+
+    store = stores.create("sqlite://")
+    run_id = store.create_run(tiny_mlp.name, str(tiny_mlp.target), "round-robin", {})
+    goal = 10.0  # seconds: any compiled tiny-mlp reaches it, so the first check ends the run
+    run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=40), measurer, store,
+                          run_id, trials_per_slot=4, stoppers=[stoppers.create("goal", latency=goal, measured_only=True)],
+                          meter=energy.create("estimate"), checker=ModelCheck(1e-3, goal=goal))
+    final = run.run()
+    (point,) = store.get_model_latencies(run_id)
+    assert 0 < point.latency < 1e-3 and point.message == "" and point.seconds > 0 and point.joules > 0
+    assert final.trials == 4 and point.trials == 4  # checked after the first slot, which reached the goal
+    assert run.ledger.stopped_by.startswith("latency goal 1e+04 ms reached: measured model latency")
+    assert final.measured == ((point.elapsed, point.latency),)
+    joules = [c.joules for c in store.get_checkpoints(run_id)]
+    assert len(joules) == 1 and joules[0] > 0 and run.joules() >= joules[0] + point.joules
+    # resumed with a larger budget: the measured point is told again, and the goal still holds
+    again = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=80), measurer,
+                            store, run_id, trials_per_slot=4,
+                            stoppers=[stoppers.create("goal", latency=goal, measured_only=True)])
+    assert again.snapshot().measured == final.measured and again.run().trials == 4
+    assert math.isclose(again.snapshot().measured[0][1], point.latency)
