@@ -31,9 +31,10 @@ def test_a_run_with_a_goal_stops_on_the_measured_latency_and_stores_it(tiny_mlp,
     store = stores.create("sqlite://")
     run_id = store.create_run(tiny_mlp.name, str(tiny_mlp.target), "round-robin", {})
     goal = 10.0  # seconds: any compiled tiny-mlp reaches it, so the first check ends the run
+    rule = stoppers.create("goal", latency=goal, measured_only=True)
     run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=40), measurer, store,
-                          run_id, trials_per_slot=4, stoppers=[stoppers.create("goal", latency=goal, measured_only=True)],
-                          meter=energy.create("estimate"), checker=ModelCheck(1e-3, goal=goal))
+                          run_id, trials_per_slot=4, stoppers=[rule], meter=energy.create("estimate"),
+                          checker=ModelCheck(1e-3, goal=goal))
     final = run.run()
     (point,) = store.get_model_latencies(run_id)
     assert 0 < point.latency < 1e-3 and point.message == "" and point.seconds > 0 and point.joules > 0
