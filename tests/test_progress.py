@@ -37,7 +37,7 @@ def test_long_task_names_keep_what_tells_them_apart():
 
 def test_slot_in_flight_is_shown_on_a_terminal():
     progress = LiveProgress(Console(file=io.StringIO(), force_terminal=True, width=200))
-    model = type("Model", (), {"tasks": (), "untuned_latency": lambda self: 2e-3})()
+    model = type("Model", (), {"tasks": (), "untuned_latency": lambda self: 2e-3, "defaults_measured": True})()
     progress.tuning_started(model, Budget(max_trials=80))
     try:
         progress.slot_phase(snapshot(0.0, [0, 0]), 1, "search")
@@ -67,17 +67,29 @@ def test_time_left_is_unknown_before_the_first_trial():
 def test_printed_progress_line():
     out = io.StringIO()
     progress = LiveProgress(Console(file=out, width=300))
-    model = type("Model", (), {"tasks": (), "untuned_latency": lambda self: 2e-3})()
+    model = type("Model", (), {"tasks": (), "untuned_latency": lambda self: 2e-3, "defaults_measured": True})()
     progress.tuning_started(model, Budget(max_trials=80))
     progress.slot_recorded(SlotEvent(0, 0, 16, 0, 1e-3, 5e-4, 1.0, 0.5, 0.5, 0.0), snapshot(40.0, [20, 10, 10]))
     line = out.getvalue().splitlines()[-1]
-    assert "elapsed 40s | trials 40/80" in line and "1.500 ms (1.3x) █▁" in line and "~40s left" in line
+    # untuned: the snapshot's three tasks at 1 ms each; the sparkline's top bar is that 3 ms
+    assert "elapsed 40s | trials 40/80" in line and "1.500 ms (2.0x) ▅▁" in line and "~40s left" in line
+
+
+def test_energy_and_a_quick_start_are_shown():
+    out = io.StringIO()
+    progress = LiveProgress(Console(file=out, width=300))
+    model = type("Model", (), {"tasks": (1, 2), "untuned_latency": lambda self: 2e-3, "defaults_measured": False})()
+    progress.tuning_started(model, Budget(max_trials=80))
+    assert "tuning 2 tasks; the heaviest by FLOPs first, then every task's default latency" in out.getvalue()
+    progress.slot_recorded(SlotEvent(0, 0, 16, 0, 1e-3, 5e-4, 1.0, 0.5, 0.5, 0.0, 0, 200.0, 1500.0, True),
+                           snapshot(40.0, [20, 10, 10]))
+    assert "elapsed 40s, 1.5 kJ (est.) | trials 40/80" in out.getvalue().splitlines()[-1]
 
 
 def test_printed_lines_do_not_wrap_off_a_terminal():
     out = io.StringIO()
     progress = LiveProgress(Console(file=out))  # not a terminal: rich would wrap at 80 columns
-    model = type("Model", (), {"tasks": (), "untuned_latency": lambda self: 2e-3})()
+    model = type("Model", (), {"tasks": (), "untuned_latency": lambda self: 2e-3, "defaults_measured": True})()
     progress.tuning_started(model, Budget(max_trials=80))
     progress.slot_recorded(SlotEvent(0, 0, 16, 0, 1e-3, 5e-4, 1.0, 0.5, 0.5, 0.0), snapshot(40.0, [20, 10, 10]))
     lines = out.getvalue().splitlines()

@@ -80,6 +80,7 @@ class LiveProgress(Callback):
         self._snapshot = None  # the latest, taken at self._at (perf_counter)
         self._at = 0.0
         self._in_flight = None  # (task index, phase, perf_counter when the phase began)
+        self._energy = ""  # the run's energy after the latest slot, as shown
 
     def phase(self, text: str) -> None:
         self.console.print(f"[bold]tunewise[/bold] {time.perf_counter() - self._start:6.1f}s  {text}", soft_wrap=True)
@@ -101,7 +102,7 @@ class LiveProgress(Callback):
         left = time_left(snapshot, b)
         eta = f" | ~{_duration(left)} left" if left is not None else ""
         trend = sparkline([latency for _, latency in snapshot.history], top=untuned)
-        return (f"elapsed {_duration(snapshot.elapsed)} | trials {trials} | "
+        return (f"elapsed {_duration(snapshot.elapsed)}{self._energy} | trials {trials} | "
                 f"model latency estimate {_ms(now)} ms{speedup} {trend}{eta}")
 
     def _table(self, snapshot) -> Table:
@@ -133,6 +134,8 @@ class LiveProgress(Callback):
 
     def slot_recorded(self, event, snapshot) -> None:
         self._snapshot, self._at = snapshot, time.perf_counter()
+        if event.run_joules is not None:
+            self._energy = f", {event.run_joules / 1e3:.1f} kJ" + (" (est.)" if event.joules_estimated else "")
         self._in_flight = None
         if self._live is None:
             task = snapshot.tasks[event.task]

@@ -70,6 +70,9 @@ class SlotEvent:
     measure_seconds: float
     decision_seconds: float
     shared: int = 0  # trials that were group-mates' schedules transferred (:mod:`tunewise.sharing`)
+    joules: float | None = None  # energy the slot used (None: not metered)
+    run_joules: float | None = None  # energy the run has used so far, this slot included
+    joules_estimated: bool = False  # the meter estimates rather than measures
 
 
 class _TaskSearch:
@@ -443,9 +446,11 @@ class Session:
             slot.index, k, len(trials), elapsed, time.perf_counter() - slot_start, latency,
             self._slot_joules(slot_joules)), owner=self.owner)
         search.notify(candidates, [_runner_result(t) for t in trials], self.cost_model)
+        reading = None if self.meter is None else self.meter.read()
         event = SlotEvent(slot.index, k, len(trials), sum(t.error is not None for t in trials), best_before,
                           self.ledger.best(k), time.perf_counter() - slot_start, search_seconds, measure_seconds,
-                          slot.decision_seconds, len(shared))
+                          slot.decision_seconds, len(shared), self._slot_joules(slot_joules),
+                          None if reading is None else self.joules(), reading is not None and reading.estimated)
         self.pace.record(searching=searching, trials=len(trials), measure_seconds=measure_seconds,
                          fixed=slot.decision_seconds + event.seconds - measure_seconds)
         self.callbacks.slot_recorded(event, self.snapshot())
