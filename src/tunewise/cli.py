@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-from tunewise import checks, cost_models, energy, graph, noise, runners, schedulers
+from tunewise import checks, cost_models, energy, filters, graph, noise, runners, schedulers
 from tunewise.errors import InputError, TunewiseError, message_line
 from tunewise.settings import RunSettings
 
@@ -123,6 +123,9 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--check-every", help="tuning time between whole-model checks (compile, verify, time in a "
                       f"fresh process): 90s, 5m (default {checks.DEFAULT_EVERY:.0f}s with --goal or --diminishing, "
                       "else none)")
+    tune.add_argument("--filter", dest="candidate_filter", choices=filters.names(),
+                      help="skip proposals not worth measuring: cold (Trimmer: those whose most similar measured "
+                           "candidates were all far slower than the search's trend)")
     tune.add_argument("--energy-meter", help=f"how energy is metered: {', '.join(energy.names())} (default: "
                       f"{RunSettings.energy_meter}: RAPL, else NVML, else an estimate from CPU time)")
     _store_option(tune)
@@ -210,7 +213,7 @@ def _tune_options(args) -> dict:
                "diminishing": _number("--diminishing", args.diminishing),
                "check_every": (parse_duration(args.check_every, "model-check interval")
                                if args.check_every is not None else None),
-               "energy_meter": args.energy_meter}
+               "energy_meter": args.energy_meter, "candidate_filter": args.candidate_filter}
     return {k: v for k, v in options.items() if v is not None and v != {}}
 
 
@@ -220,7 +223,7 @@ def _cmd_tune(args) -> int:
 
     if args.resume is not None:
         own = ("scheduler", "trials_per_slot", "graph_level", "seed", "target", "evaluator", "cost_model", "goal",
-               "energy_budget", "diminishing", "check_every", "energy_meter")
+               "energy_budget", "diminishing", "check_every", "energy_meter", "candidate_filter")
         fixed = [f"--{name.replace('_', '-')}" for name in own if getattr(args, name) is not None]
         fixed += ["--no-share"] if args.no_share else []
         if fixed or args.input_shape:
@@ -234,7 +237,9 @@ def _cmd_tune(args) -> int:
         result = workflow.tune(args.model, target=args.target, store=args.store, progress=True, **_tune_options(args))
     print(f"model            {result.model} ({result.tasks} tasks), run {result.run}")
     shared = f", {result.shared} shared between tasks" if result.shared else ""
-    print(f"trials           {result.trials} ({result.failures} failed{shared}) in {result.tuning_seconds:.0f}s")
+    skipped = f"; {result.skipped} proposals skipped by the filter" if result.skipped else ""
+    print(f"trials           {result.trials} ({result.failures} failed{shared}) in {result.tuning_seconds:.0f}s"
+          + skipped)
     print(f"untuned TVM      {result.untuned_latency * 1e3:.3f} ms")
     print(f"tuned TVM        {result.tuned_latency * 1e3:.3f} ms "
           f"({relation(result.tuned_latency, result.untuned_latency, 'untuned')})")

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tunewise import energy, frontend, measure, schedulers, session, stoppers, stores, tasks, timing, tvm_env
+from tunewise import energy, filters, frontend, measure, schedulers, session, stoppers, stores, tasks, timing, tvm_env
 from tunewise import target as targets
 from tunewise.callbacks import Callback, CallbackList
 from tunewise.checks import ModelCheck
@@ -84,8 +84,9 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
     (:class:`tunewise.lease.Lease`) a new run is held by it from its creation, and the session commits only
     while it holds the run. ``deadline`` is :class:`~tunewise.session.Session`'s.
 
-    The session meters energy with the settings' meter, stops by their stop rules (:func:`stop_rules`) and
-    checks the whole model as often as they say (:attr:`RunSettings.checks_every`). ``goal`` is the latency
+    The session meters energy with the settings' meter, stops by their stop rules (:func:`stop_rules`),
+    checks the whole model as often as they say (:attr:`RunSettings.checks_every`) and filters proposals with
+    their candidate filter, seeded with their seed. ``goal`` is the latency
     goal in seconds; by default the settings' absolute goal (a relative one needs :func:`resolve_goal`).
     """
     if goal is None and settings.goal is not None:
@@ -107,7 +108,9 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
                            cost_model=settings.cost_model, share=settings.share, callbacks=callbacks, owner=owner,
                            deadline=deadline, stoppers=stop_rules(settings, goal),
                            meter=meter,
-                           checker=None if every is None else ModelCheck(every, goal=goal))
+                           checker=None if every is None else ModelCheck(every, goal=goal),
+                           candidate_filter=(None if settings.candidate_filter is None
+                                             else filters.create(settings.candidate_filter, seed=settings.seed)))
 
 
 @dataclass(frozen=True)

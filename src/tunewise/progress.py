@@ -139,9 +139,10 @@ class LiveProgress(Callback):
         self._in_flight = None
         if self._live is None:
             task = snapshot.tasks[event.task]
-            self.console.print(f"  slot {event.slot:4d} {shorten(task.name):{NAME_WIDTH}s} +{event.trials:3d} trials "
-                               f"best {_ms(task.best)} ms | {self._header(snapshot)}", soft_wrap=True, markup=False,
-                               highlight=False)
+            skipped = f" ({event.skipped} skipped)" if event.skipped else ""
+            self.console.print(f"  slot {event.slot:4d} {shorten(task.name):{NAME_WIDTH}s} +{event.trials:3d} trials"
+                               f"{skipped} best {_ms(task.best)} ms | {self._header(snapshot)}", soft_wrap=True,
+                               markup=False, highlight=False)
 
     def model_measured(self, point, snapshot) -> None:
         self._snapshot, self._at = snapshot, time.perf_counter()

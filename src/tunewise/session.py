@@ -50,6 +50,7 @@ from tunewise.callbacks import Callback, CallbackList
 from tunewise.checks import ModelCheck
 from tunewise.energy import EnergyMeter
 from tunewise.errors import InputError, RunBusyError
+from tunewise.filters import CandidateFilter, Measured
 from tunewise.ledger import Budget, Ledger, Slot, slot_size
 from tunewise.state import Snapshot
 from tunewise.stores import Checkpoint, StoredTask, StoredTrial
@@ -73,6 +74,7 @@ class SlotEvent:
     joules: float | None = None  # energy the slot used (None: not metered)
     run_joules: float | None = None  # energy the run has used so far, this slot included
     joules_estimated: bool = False  # the meter estimates rather than measures
+    skipped: int = 0  # proposals the candidate filter skipped (:mod:`tunewise.filters`)
 
 
 class _TaskSearch:
@@ -218,14 +220,17 @@ class Session:
     (:mod:`tunewise.energy`) meters the run: each slot's joules are stored with its checkpoint, and the stop
     rules see the run's energy. ``checker`` (:class:`~tunewise.checks.ModelCheck`) measures the whole model
     between slots when it is due; each point is stored (:meth:`~tunewise.stores.Store.add_model_latency`)
-    and told to the ledger.
+    and told to the ledger. ``candidate_filter`` (:mod:`tunewise.filters`) is told every measured trial and
+    skips proposals before they are measured; the search proposes others in their place (transferred
+    schedules are never skipped), and each slot's skipped count is stored with it.
     """
 
     def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int, *, trials_per_slot: int = 16,
                  search_batch: int = 64, cost_model=None, seed: int = 0, share: bool = True,
                  callbacks: Sequence[Callback | str] = (), owner: str | None = None,
                  deadline: Callable[[Snapshot], float] | None = None, stoppers: Sequence = (),
-                 meter: EnergyMeter | None = None, checker: ModelCheck | None = None):
+                 meter: EnergyMeter | None = None, checker: ModelCheck | None = None,
+                 candidate_filter: CandidateFilter | None = None):
         from tvm.s_tir import meta_schedule as ms
 
         if not budget.bounded:
@@ -253,7 +258,8 @@ class Session:
         self.shared = 0  # trials that were transferred schedules
         self._offset = 0.0  # tuning time of earlier sessions of the run
         self._start = None
-        self.meter, self.checker = meter, checker
+        self.meter, self.checker, self.filter = meter, checker, candidate_filter
+        self.skipped = 0  # proposals the filter skipped in this process
         self._joules_offset = 0.0  # energy of earlier sessions of the run
         self._meter_start = None if meter is None else meter.read().joules
         self.ledger = Ledger(
@@ -331,6 +337,8 @@ class Session:
                 self._searches[k].seen.update(t.candidate for t in mine)
                 self._searches[k].earlier += mine
             self.trials += trials
+        if self.filter is not None:
+            self.filter.tell([Measured(t.workload, t.record, t.latency) for t in self.trials if t.record])
 
     def _add_tasks(self) -> None:
         self.store.add_tasks(self.run_id, [StoredTask(i, t.name, w, t.weight, t.flops, t.default_latency)
@@ -412,6 +420,9 @@ class Session:
         max_trials = self.budget.per_task_trials or self.budget.max_trials or 1_000_000
         shared = search.adopt(self._transfers(k, n), self.database, self.cost_model, max_trials)
         proposed = shared or search.propose(n, self.database, self.cost_model, max_trials, untrained=not self.trials)
+        skipped = 0
+        if self.filter is not None and proposed and not shared:
+            proposed, skipped = self._unfiltered(k, n, proposed, max_trials)
         search_seconds = time.perf_counter() - slot_start
         best_before = self.ledger.best(k)
         candidates = [c for c, _ in proposed]
@@ -432,7 +443,8 @@ class Session:
             self.ledger.tell(slot, [])
             self.store.add_trials(self.run_id, [], Checkpoint(
                 slot.index, k, 0, self.elapsed, time.perf_counter() - slot_start,
-                self.snapshot().estimated_latency(), self._slot_joules(slot_joules)), owner=self.owner)
+                self.snapshot().estimated_latency(), self._slot_joules(slot_joules), skipped), owner=self.owner)
+            self.skipped += skipped
             return
         now, target, workload = time.time(), str(self.model.target), self.database.workload(self._workloads[k])
         trials = [StoredTrial(self._workloads[k], _record_json(c, m, workload, self.model.target), m.run_secs,
@@ -444,16 +456,40 @@ class Session:
         elapsed, latency = self.history[-1]  # what the ledger recorded for the slot
         self.store.add_trials(self.run_id, trials, Checkpoint(
             slot.index, k, len(trials), elapsed, time.perf_counter() - slot_start, latency,
-            self._slot_joules(slot_joules)), owner=self.owner)
+            self._slot_joules(slot_joules), skipped), owner=self.owner)
+        self.skipped += skipped
         search.notify(candidates, [_runner_result(t) for t in trials], self.cost_model)
+        if self.filter is not None:
+            self.filter.tell([Measured(t.workload, t.record, t.latency) for t in trials])
         reading = None if self.meter is None else self.meter.read()
         event = SlotEvent(slot.index, k, len(trials), sum(t.error is not None for t in trials), best_before,
                           self.ledger.best(k), time.perf_counter() - slot_start, search_seconds, measure_seconds,
                           slot.decision_seconds, len(shared), self._slot_joules(slot_joules),
-                          None if reading is None else self.joules(), reading is not None and reading.estimated)
+                          None if reading is None else self.joules(), reading is not None and reading.estimated,
+                          skipped)
         self.pace.record(searching=searching, trials=len(trials), measure_seconds=measure_seconds,
                          fixed=slot.decision_seconds + event.seconds - measure_seconds)
         self.callbacks.slot_recorded(event, self.snapshot())
+
+    def _unfiltered(self, k: int, n: int, proposed: list, max_trials: int) -> tuple[list, int]:
+        """The proposals of task ``k`` the filter keeps, the skipped ones replaced by further proposals (three
+        rounds at most), up to ``n``; and how many were skipped. When it skips them all, the first is kept: a
+        slot measures something, and a task is finished only when its space is exhausted."""
+        search, workload_id = self._searches[k], self._workloads[k]
+        workload, target = self.database.workload(workload_id), self.model.target
+        kept, skipped = [], []
+        for _ in range(3):
+            flags = self.filter.skip(workload_id, [_proposal_json(c, workload, target) for c, _ in proposed])
+            kept += [p for p, skip in zip(proposed, flags, strict=True) if not skip]
+            skipped += [p for p, skip in zip(proposed, flags, strict=True) if skip]
+            if len(kept) >= n or not any(flags):
+                break
+            proposed = search.propose(n - len(kept), self.database, self.cost_model, max_trials)
+            if not proposed:
+                break
+        if not kept:
+            kept, skipped = skipped[:1], skipped[1:]
+        return kept[:n], len(skipped)
 
     def _slot_joules(self, at_start: float) -> float | None:
         return None if self.meter is None else self.joules() - at_start
@@ -475,6 +511,15 @@ class Session:
             if sch is not None:
                 schedules.append(sch)
         return schedules
+
+
+def _proposal_json(candidate, workload, target) -> str:
+    """MetaSchedule's JSON text of the tuning record of a candidate not yet measured."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunewise.stores._database import record_json
+
+    return record_json(ms.database.TuningRecord(candidate.sch.trace, workload, None, target, candidate.args_info))
 
 
 def _record_json(candidate, measurement, workload, target) -> str:

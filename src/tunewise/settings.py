@@ -8,7 +8,8 @@ Runs stored with fewer keys are read by :meth:`RunSettings.from_json` with the v
 with (:data:`ADDED_KEYS`): ``share`` false (runs stored before schedule sharing existed tuned every task
 alone), ``evaluator`` ``"fixed"`` and ``cost_model`` ``"xgb"`` (what tunewise ran for settings without them),
 ``runner`` ``"local"`` (the only runner there was), no stop rule and no model checks (``goal``,
-``energy_budget``, ``diminishing``, ``check_every`` ``None``) and the ``"auto"`` energy meter. Every other
+``energy_budget``, ``diminishing``, ``check_every`` ``None``), the ``"auto"`` energy meter and no candidate
+filter. Every other
 key has been stored since runs had settings, so settings without one are not a tuning run's, and are refused.
 
 >>> settings = RunSettings(source="tiny-mlp", budget=Budget(max_trials=32))
@@ -24,7 +25,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tunewise import candidate_runners, cost_models, energy, graph, runners, schedulers
+from tunewise import candidate_runners, cost_models, energy, filters, graph, runners, schedulers
 from tunewise.checks import DEFAULT_EVERY
 from tunewise.errors import InputError
 from tunewise.goals import Goal
@@ -33,7 +34,7 @@ from tunewise.session import Budget
 
 ADDED_KEYS: Mapping[str, object] = {"share": False, "evaluator": "fixed", "cost_model": "xgb", "runner": "local",
                                     "goal": None, "energy_budget": None, "diminishing": None, "check_every": None,
-                                    "energy_meter": "auto"}
+                                    "energy_meter": "auto", "candidate_filter": None}
 """Keys a stored run may lack, each with the value the runs stored without it were tuned with."""
 
 
@@ -56,6 +57,8 @@ class RunSettings:
     improves that much more slowly per second than over the check interval before. ``check_every`` is the
     tuning time (seconds) between whole-model checks (:mod:`tunewise.checks`); ``None`` checks every
     :data:`tunewise.checks.DEFAULT_EVERY` seconds when a goal or ``diminishing`` is set, else never.
+    ``candidate_filter`` names a :mod:`tunewise.filters` filter (``"cold"``: Trimmer's) that skips proposals
+    not worth measuring (``None``: none).
     """
 
     source: str | None = None
@@ -76,6 +79,7 @@ class RunSettings:
     diminishing: float | None = None
     check_every: float | None = None
     energy_meter: str = "auto"
+    candidate_filter: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "input_shapes", {k: tuple(v) for k, v in self.input_shapes.items()})
@@ -104,8 +108,9 @@ class RunSettings:
                                   ("evaluator", self.evaluator, runners.names()),
                                   ("cost model", self.cost_model, cost_models.names()),
                                   ("runner", self.runner, candidate_runners.names()),
-                                  ("energy meter", self.energy_meter, energy.names())):
-            if name not in valid and not (kind == "scheduler" and name is None):
+                                  ("energy meter", self.energy_meter, energy.names()),
+                                  ("candidate filter", self.candidate_filter, filters.names())):
+            if name not in valid and not (kind in ("scheduler", "candidate filter") and name is None):
                 raise InputError(f"unknown {kind} {name!r}; valid names: {', '.join(valid)}")
 
     @property

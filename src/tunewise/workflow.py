@@ -55,6 +55,7 @@ class TuneResult:
     measured: tuple = ()  # the whole-model latencies measured while tuning (tunewise.stores.ModelLatency)
     joules: float | None = None  # energy the tuning used (None: not metered)
     joules_estimated: bool = False  # the meter estimates rather than measures
+    skipped: int = 0  # proposals the candidate filter skipped, over the whole run
 
 
 @quiet("tune")
@@ -66,7 +67,7 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
          cost_model: str = RunSettings.cost_model, share: bool = RunSettings.share,
          runner: str = RunSettings.runner, progress: bool | None = None, goal: str | None = None,
          energy_budget: float | None = None, diminishing: float | None = None, check_every: float | None = None,
-         energy_meter: str = RunSettings.energy_meter) -> TuneResult:
+         energy_meter: str = RunSettings.energy_meter, candidate_filter: str | None = None) -> TuneResult:
     """Tune ``source`` (zoo name, ``.onnx``/``.pt2`` path, or ``nn.Module`` with ``example_inputs``).
 
     The keywords are :class:`~tunewise.settings.RunSettings`' fields, with its defaults (``budget`` None: 200
@@ -75,8 +76,8 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
     ``cost_model`` (:func:`tunewise.cost_models.create`) ranks them for the search and ``runner``
     (:func:`tunewise.candidate_runners.create`) runs them. With ``share``, tasks with the same anchor
     computation start from each other's best schedules (:mod:`tunewise.sharing`). ``goal``,
-    ``energy_budget``, ``diminishing``, ``check_every`` and ``energy_meter`` are the stop rules, whole-model
-    checks and energy meter of :class:`~tunewise.settings.RunSettings`.
+    ``energy_budget``, ``diminishing``, ``check_every``, ``energy_meter`` and ``candidate_filter`` are the stop
+    rules, whole-model checks, energy meter and candidate filter of :class:`~tunewise.settings.RunSettings`.
 
     ``callbacks`` (:mod:`tunewise.callbacks`: instances or names) are told every step and slot. ``progress``
     adds the live display of ``tunewise tune`` (:class:`tunewise.progress.LiveProgress`); by default it is
@@ -97,7 +98,7 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
         level=level, seed=seed, evaluator=evaluator, cost_model=cost_model, share=share,
         output=os.path.abspath(output) if output else None, measure=measure_config or RunSettings.measure,
         runner=runner, goal=goal, energy_budget=energy_budget, diminishing=diminishing, check_every=check_every,
-        energy_meter=energy_meter)
+        energy_meter=energy_meter, candidate_filter=candidate_filter)
     with _ownership() as owned:
         return _tune(source, store, None, settings, scheduler, target, example_inputs,
                      _callbacks(callbacks, progress), compare_torch, owned)
@@ -242,4 +243,5 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
                       max_error, eager, loop.shared, tuple(loop.history), run, phases, onnxruntime,
                       timings.describe(rounds), loop.ledger.stopped_by, tuple(store.get_model_latencies(run)),
                       None if loop.meter is None else loop.joules(),
-                      loop.meter is not None and loop.meter.read().estimated)
+                      loop.meter is not None and loop.meter.read().estimated,
+                      sum(c.skipped for c in store.get_checkpoints(run)))

@@ -66,6 +66,9 @@ def run_table(summary: RunSummary) -> list[str]:
         joules = "" if summary.waste_joules is None else f", {summary.waste_joules / 1e3:.2f} kJ"
         lines.append(f"failed candidates: {', '.join(f'{n} {kind}' for kind, n in sorted(kinds.items()))}; they "
                      f"cost {summary.waste_seconds:.1f}s of building and running{joules}")
+    skipped = sum(c.skipped for c in summary.checkpoints)
+    if skipped:
+        lines.append(f"{skipped} proposals skipped by the candidate filter ({r.settings.get('candidate_filter')})")
     if summary.measured:
         lines.append("model latency measured while tuning: " + ", ".join(
             f"{ms(m.latency)} ms at {m.elapsed:.0f}s" if math.isfinite(m.latency) else f"failed at {m.elapsed:.0f}s"

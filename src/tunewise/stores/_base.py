@@ -124,7 +124,8 @@ class Checkpoint:
 
     ``trials`` is how many candidates the slot measured (0: the task's search space was exhausted),
     ``elapsed`` the run's tuning time after it, ``seconds`` the time the slot took, ``latency`` the
-    model-latency estimate after it, ``joules`` the energy the slot used (``None``: not metered).
+    model-latency estimate after it, ``joules`` the energy the slot used (``None``: not metered), ``skipped``
+    the proposals a candidate filter (:mod:`tunewise.filters`) skipped in it.
     """
 
     slot: int
@@ -134,6 +135,7 @@ class Checkpoint:
     seconds: float
     latency: float
     joules: float | None = None
+    skipped: int = 0
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,7 @@ checkpoints = Table(
     Column("seconds", Float, nullable=False),
     Column("latency", Float),  # NULL: inf
     Column("joules", Float),  # energy the slot used (NULL: not metered)
+    Column("skipped", Integer, nullable=False, server_default="0"),  # proposals a candidate filter skipped
 )
 
 model_latencies = Table(

@@ -318,7 +318,7 @@ class SQLAlchemyStore(Store):
                 c = checkpoint
                 conn.execute(s.checkpoints.insert().values(
                     run_id=run, slot=c.slot, task_index=c.task, trials=c.trials, elapsed=c.elapsed,
-                    seconds=c.seconds, latency=_finite(c.latency), joules=c.joules))
+                    seconds=c.seconds, latency=_finite(c.latency), joules=c.joules, skipped=c.skipped))
             conn.execute(update(s.runs).where(s.runs.c.id == run).values(updated=time.time()))
 
     @staticmethod
@@ -350,7 +350,7 @@ class SQLAlchemyStore(Store):
     def get_checkpoints(self, run: int) -> list[Checkpoint]:
         with self._engine.connect() as conn:
             return [Checkpoint(row.slot, row.task_index, row.trials, row.elapsed, row.seconds, _or_inf(row.latency),
-                               row.joules)
+                               row.joules, row.skipped)
                     for row in conn.execute(select(s.checkpoints).where(s.checkpoints.c.run_id == run)
                                             .order_by(s.checkpoints.c.id))]
 

@@ -1,4 +1,5 @@
-"""The energy of each slot, and the whole-model latencies measured while tuning.
+"""The energy of each slot and the proposals a filter skipped in it, and the whole-model latencies measured
+while tuning.
 
 Revision ID: 0003
 Revises: 0002
@@ -19,6 +20,7 @@ _ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 def upgrade() -> None:
     with op.batch_alter_table("checkpoints") as batch:
         batch.add_column(sa.Column("joules", sa.Float()))
+        batch.add_column(sa.Column("skipped", sa.Integer(), nullable=False, server_default="0"))
     op.create_table(
         "model_latencies",
         sa.Column("id", _ID, primary_key=True, autoincrement=True),
@@ -35,4 +37,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("model_latencies")
     with op.batch_alter_table("checkpoints") as batch:
+        batch.drop_column("skipped")
         batch.drop_column("joules")
