@@ -50,7 +50,7 @@ def test_summary_numbers(synthetic):
     assert line.split()[:4] == [str(run), "dead", "m", "gradient"]  # running, with no live owner
 
 
-def test_energy_failures_and_measured_latencies_are_shown():
+def test_energy_failures_and_measured_latencies_are_shown(tmp_path):
     store = stores.create("sqlite://")
     run = store.create_run("m", "cpu", "survey", {"energy_meter": "estimate"})
     w = store.commit_workload("0000000000000001", "W", lambda other: other == "W")
@@ -60,7 +60,7 @@ def test_energy_failures_and_measured_latencies_are_shown():
         return StoredTrial(w, _record(), () if error else (latency,), error, task=0, slot=0, build_seconds=seconds,
                            run_seconds=seconds)
 
-    # four trials of 2 s each, two of them failures (3 s of 4 + 4 s of 8 counted)
+    # four trials, 8 s of building and running in all, 4 s of it the two failures
     store.add_trials(run, [t(2e-3), t(None, "build", 0.75), t(None, "timeout", 1.25), t(1e-3)],
                      Checkpoint(0, 0, 4, 9.0, 9.0, 1e-3, joules=90.0))
     store.add_model_latency(run, stores.ModelLatency(9.0, 4, 1.5e-3, 6.0, 30.0))
@@ -70,6 +70,8 @@ def test_energy_failures_and_measured_latencies_are_shown():
     table = "\n".join(report.run_table(s))
     assert "energy 0.12 kJ, metered by estimate (estimated from CPU time)" in table
     assert "failed candidates: 1 build, 1 timeout; they cost 4.0s of building and running, 0.04 kJ" in table
+    page = open(report.write([s], str(tmp_path / "r.html"))).read()
+    assert "measured while tuning" in page and "1.5000 ms at 9 s" in page and "0.12 kJ, metered by estimate" in page
     assert "model latency measured while tuning: 1.500 ms at 9s" in table
 
 
