@@ -371,7 +371,7 @@ class Session:
                     break
                 self._run_slot(slot)
                 if self.checker is not None and self.checker.due(self.snapshot(), self.ledger.seconds_left()):
-                    self._check_model()
+                    self.check_model()
         except RunBusyError:
             raise
         except BaseException as err:
@@ -382,9 +382,10 @@ class Session:
         self.store.set_status(self.run_id, stores.TUNED)
         return self.snapshot()
 
-    def _check_model(self) -> None:
-        """Measure the whole model with the best records so far (:class:`~tunewise.checks.ModelCheck`), store
-        the point and tell the ledger and the callbacks."""
+    def check_model(self) -> None:
+        """Measure the whole model with the best records so far, now (the session's
+        :class:`~tunewise.checks.ModelCheck`, which the session must have; between slots, :meth:`run` does when
+        the check is due); store the point and tell the ledger and the callbacks."""
         self.callbacks.phase("compiling and timing the model with the best records so far")
         start, joules = time.perf_counter(), self.joules()
         latency, message = self.checker.measure(self.model, self.database)

@@ -1,0 +1,128 @@
+"""Benchmark: Trimmer's methods against our other schedulers, by the energy and time to reach a common goal.
+
+::
+
+    .venv/bin/python bench/trimmer.py --models resnet18,mobilenetv2 --seeds 0,1 --minutes 20
+
+Per model, one import, one extraction and one measurement of the default latencies; then, per seed, four
+arms tune from an empty store, side by side in this invocation, all with the adaptive evaluator, each for
+``--minutes`` of tuning time with a whole-model check (:mod:`tunewise.checks`: compiled, verified, timed in a
+fresh process) every ``--check-every`` seconds and once more at the end:
+
+- ``gradient`` and ``dynatune`` (our schedulers),
+- ``survey`` (Trimmer's survey tuning: every live task a batch per epoch, a task retired after 3 batches
+  without improvement),
+- ``survey+cold`` (the same with the cold-candidate filter, :class:`tunewise.filters.ColdFilter`).
+
+The goal of a model is 1.10 times the best final measured latency of any of its runs in this invocation. Per
+run: ``time_to_goal_s`` and ``energy_to_goal_j`` (tuning time and joules, checks included, at the first check
+that measured the goal; ``null`` when none did), ``final_latency_ms`` (the last check), ``cold_share`` and
+``failed_share`` (of the run's measurements: cold by :func:`tunewise.filters.cold_flags` over each task's
+sequence, failed by the store), ``skipped`` (proposals the filter skipped) and ``energy_estimated`` (true when
+the meter is the CPU-time estimate). Per model and arm, the medians over seeds. ``--out`` (default
+``bench/results/trimmer.json``) holds them with the command line, the commit and the CPU model
+(:mod:`provenance`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import statistics
+
+import provenance
+
+from tunewise import prepare, stores
+from tunewise import target as targets
+from tunewise.filters import cold_flags
+from tunewise.session import Budget
+from tunewise.settings import RunSettings
+
+ARMS = {"gradient": {"scheduler": "gradient"}, "dynatune": {"scheduler": "dynatune"},
+        "survey": {"scheduler": "survey"}, "survey+cold": {"scheduler": "survey", "candidate_filter": "cold"}}
+
+
+def tune(model, settings: RunSettings, measurer) -> dict:
+    """One run of ``model``: its measured points ``(elapsed, joules so far, latency)``, final latency, shares."""
+    store = stores.create("sqlite://")
+    loop = prepare.open_session(model, settings, store=store, measurer=measurer)
+    loop.run()
+    loop.check_model()  # the final latency
+    run, points = loop.run_id, store.get_model_latencies(loop.run_id)
+    spent, moments = 0.0, sorted([(c.elapsed, c.joules or 0.0) for c in store.get_checkpoints(run)]
+                                 + [(p.elapsed, p.joules or 0.0) for p in points])
+    cumulative = []
+    for elapsed, joules in moments:
+        spent += joules
+        cumulative.append((elapsed, spent))
+    trials = store.get_trials(run, records=False)
+    by_task: dict[int, list[float]] = {}
+    for t in trials:
+        by_task.setdefault(t.task, []).append(t.latency)
+    cold = sum(sum(f and math.isfinite(x) for f, x in zip(cold_flags(xs), xs, strict=True)) for xs in by_task.values())
+    return {"points": [(p.elapsed, max((j for e, j in cumulative if e <= p.elapsed), default=0.0), p.latency)
+                       for p in points],
+            "final_latency_ms": points[-1].latency * 1e3, "trials": len(trials),
+            "cold_share": cold / len(trials) if trials else 0.0,
+            "failed_share": sum(t.error is not None for t in trials) / len(trials) if trials else 0.0,
+            "skipped": sum(c.skipped for c in store.get_checkpoints(run)),
+            "energy_estimated": loop.meter.read().estimated}
+
+
+def to_goal(run: dict, goal_ms: float) -> tuple[float | None, float | None]:
+    for elapsed, joules, latency in run["points"]:
+        if latency * 1e3 <= goal_ms:
+            return elapsed, joules
+    return None, None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="resnet18,mobilenetv2")
+    parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--minutes", type=float, default=20.0)
+    parser.add_argument("--check-every", type=float, default=120.0)
+    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--out", default="bench/results/trimmer.json")
+    args = parser.parse_args()
+    target = targets.resolve(None)
+    results = {"target": str(target), "minutes": args.minutes, "check_every_s": args.check_every, "models": {}}
+    for name in args.models.split(","):
+        base = RunSettings(source=name, budget=Budget(time_budget=60 * args.minutes), check_every=args.check_every,
+                           energy_meter="auto")
+        measurer = prepare.make_measurer(target, base)
+        try:
+            model = prepare.load_model(name, base, target=target, measurer=measurer)
+            runs = {arm: {} for arm in args.arms.split(",")}
+            for seed in (int(s) for s in args.seeds.split(",")):
+                for arm in runs:
+                    settings = dataclasses.replace(base, seed=seed, **ARMS[arm])
+                    runs[arm][seed] = tune(model, settings, measurer)
+                    print(name, arm, seed, {k: v for k, v in runs[arm][seed].items() if k != "points"}, flush=True)
+        finally:
+            measurer.close()
+        goal = 1.10 * min(r["final_latency_ms"] for arm in runs.values() for r in arm.values())
+        summary = {}
+        for arm, by_seed in runs.items():
+            for r in by_seed.values():
+                r["time_to_goal_s"], r["energy_to_goal_j"] = to_goal(r, goal)
+
+            def median(key, by_seed=by_seed):
+                values = [r[key] for r in by_seed.values() if r[key] is not None]
+                return statistics.median(values) if len(values) == len(by_seed) else None
+
+            summary[arm] = {key: median(key) for key in ("time_to_goal_s", "energy_to_goal_j", "final_latency_ms",
+                                                         "cold_share", "failed_share", "skipped")}
+            summary[arm]["energy_estimated"] = any(r["energy_estimated"] for r in by_seed.values())
+        results["models"][name] = {"goal_ms": goal, "runs": runs, "summary": summary}
+        print(name, json.dumps(summary, indent=1), flush=True)
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(provenance.stamped(results), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
