@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from tunewise.checks import ModelCheck
+from tunewise.checks import EPOCH, ModelCheck
 from tunewise.state import Snapshot, TaskView
 
 
@@ -22,6 +22,16 @@ def test_a_check_is_due_every_interval_and_sooner_once_the_estimate_reaches_the_
     assert not ModelCheck(100.0).due(at(50.0, 1e-9))  # without a goal, only the interval counts
     with pytest.raises(ValueError, match="positive number of seconds"):
         ModelCheck(0.0)
+
+
+def test_by_epoch_a_check_is_due_after_one_slot_per_live_task():
+    def slot(number, live):
+        return Snapshot(tuple(TaskView(i, f"t{i}", 1, 1e9, 1.0, finished=i >= live) for i in range(4)), slot=number)
+
+    check = ModelCheck(EPOCH)
+    assert [check.due(slot(n, 3)) for n in range(1, 8)] == [False, False, False, True, False, False, True]
+    # the epoch that began at slot 7 had 3 live tasks: it ends at 10; the next ones, of 1 live task, last 1 slot
+    assert [check.due(slot(n, 1)) for n in range(8, 12)] == [False, False, True, True]
 
 
 @pytest.mark.tvm

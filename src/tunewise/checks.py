@@ -18,28 +18,42 @@ from tunewise.errors import message_line
 DEFAULT_EVERY = 360.0
 """Seconds of tuning time between two checks, when the run asks for checks without saying how often."""
 
+EPOCH = "epoch"
+"""Check after every epoch instead: as many slots as there were live tasks when the epoch began (one slot per
+task: the :class:`~tunewise.schedulers.Survey` and round-robin epoch, Trimmer's check after each)."""
+
 
 class ModelCheck:
     """When to measure the whole model, and how (:meth:`measure`).
 
     A check is due once ``every`` seconds of tuning time have passed since the last one (or since the run
     started), or once a quarter of that has passed while the model-latency estimate is at or below ``goal``
-    (seconds). It is not due when the time left under the run's limits is shorter than the last check took
-    (before any check: a tenth of ``every``).
+    (seconds). With ``every`` :data:`EPOCH` a check is due at the end of every epoch. It is not due when the
+    time left under the run's limits is shorter than the last check took (before any check: a tenth of
+    ``every``, or nothing for epochs).
     """
 
-    def __init__(self, every: float = DEFAULT_EVERY, *, goal: float | None = None):
-        if isinstance(every, bool) or not isinstance(every, (int, float)) or not math.isfinite(every) or every <= 0:
-            raise ValueError(f"the interval between model checks must be a positive number of seconds, got {every!r}")
+    def __init__(self, every: float | str = DEFAULT_EVERY, *, goal: float | None = None):
+        if every != EPOCH and (isinstance(every, bool) or not isinstance(every, (int, float))
+                               or not math.isfinite(every) or every <= 0):
+            raise ValueError(f"the interval between model checks must be a positive number of seconds or "
+                             f"{EPOCH!r}, got {every!r}")
         self.every = every
         self.goal = goal
         self.last = 0.0  # tuning time of the last check
-        self.cost = every / 10  # seconds the last check took
+        self.cost = 0.0 if every == EPOCH else every / 10  # seconds the last check took
+        self._epoch_end: int | None = None  # the slot number that ends the epoch in progress
 
     def due(self, snapshot, seconds_left: float = math.inf) -> bool:
         """Whether to check the model now, the run being at ``snapshot`` with ``seconds_left`` of its limits."""
         if seconds_left < self.cost:
             return False
+        if self.every == EPOCH:
+            if self._epoch_end is not None and snapshot.slot < self._epoch_end:
+                return False
+            begun = self._epoch_end is not None
+            self._epoch_end = snapshot.slot + max(1, len(snapshot.live))
+            return begun
         since = snapshot.elapsed - self.last
         near_goal = self.goal is not None and snapshot.estimated_latency() <= self.goal
         return since >= self.every or (near_goal and since >= self.every / 4)

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tunewise import candidate_runners, cost_models, energy, filters, graph, runners, schedulers
-from tunewise.checks import DEFAULT_EVERY
+from tunewise.checks import DEFAULT_EVERY, EPOCH
 from tunewise.errors import InputError
 from tunewise.goals import Goal
 from tunewise.measure import MeasureConfig
@@ -55,7 +55,8 @@ class RunSettings:
     (joules) once the run has used that much energy (metered by ``energy_meter``, a
     :func:`tunewise.energy.create` name); ``diminishing`` (Trimmer's ``phi``, e.g. -0.25) once the model
     improves that much more slowly per second than over the check interval before. ``check_every`` is the
-    tuning time (seconds) between whole-model checks (:mod:`tunewise.checks`); ``None`` checks every
+    tuning time (seconds) between whole-model checks (:mod:`tunewise.checks`), or ``"epoch"`` (after each
+    epoch, :data:`tunewise.checks.EPOCH`); ``None`` checks every
     :data:`tunewise.checks.DEFAULT_EVERY` seconds when a goal or ``diminishing`` is set, else never.
     ``candidate_filter`` names a :mod:`tunewise.filters` filter (``"cold"``: Trimmer's) that skips proposals
     not worth measuring (``None``: none).
@@ -77,7 +78,7 @@ class RunSettings:
     goal: str | None = None
     energy_budget: float | None = None
     diminishing: float | None = None
-    check_every: float | None = None
+    check_every: float | str | None = None
     energy_meter: str = "auto"
     candidate_filter: str | None = None
 
@@ -97,9 +98,10 @@ class RunSettings:
             raise InputError(f"unknown graph level {self.level!r}; choose one of: {', '.join(graph.LEVELS)}")
         if self.goal is not None:
             Goal.parse(self.goal)
-        for name, value in (("energy budget", self.energy_budget), ("model-check interval", self.check_every)):
-            if value is not None and not _positive(value):
-                raise InputError(f"{name} must be a positive number, got {value!r}")
+        if self.energy_budget is not None and not _positive(self.energy_budget):
+            raise InputError(f"energy budget must be a positive number, got {self.energy_budget!r}")
+        if self.check_every is not None and self.check_every != EPOCH and not _positive(self.check_every):
+            raise InputError(f"model-check interval must be a positive number or {EPOCH!r}, got {self.check_every!r}")
         if self.diminishing is not None and (not isinstance(self.diminishing, (int, float))
                                              or isinstance(self.diminishing, bool)
                                              or not math.isfinite(self.diminishing)):
@@ -114,8 +116,8 @@ class RunSettings:
                 raise InputError(f"unknown {kind} {name!r}; valid names: {', '.join(valid)}")
 
     @property
-    def checks_every(self) -> float | None:
-        """Seconds of tuning time between whole-model checks; ``None``: no checks."""
+    def checks_every(self) -> float | str | None:
+        """Seconds of tuning time between whole-model checks, or ``"epoch"``; ``None``: no checks."""
         if self.check_every is not None:
             return self.check_every
         return DEFAULT_EVERY if self.goal is not None or self.diminishing is not None else None
