@@ -5,6 +5,7 @@ import math
 import pytest
 
 from tunewise import schedulers
+from tunewise.errors import InputError
 from tunewise.lab.synthetic import synthetic
 from tunewise.ledger import Budget, Ledger, Slot
 from tunewise.replay import TaskRun, Trace, TraceTask, replay
@@ -103,6 +104,19 @@ def test_recorded_slots_are_shown_to_the_scheduler_and_numbered_before_new_ones(
     assert slot == Slot(4, 1, 2, slot.decision_seconds)  # the scheduler's own third choice, numbered after 3
     assert [s.trials for s in book.scheduler.seen] == [0, 2, 4]
     assert book.decisions == 3 and book.snapshot().tasks[0].best == 1e-3
+
+
+def test_failures_count_against_the_trial_budget_unless_told_not_to():
+    for count, slots, valid in ((True, 2, 2), (False, 4, 4)):
+        book = ledger([0, 1, 0, 1, 0], Budget(max_trials=4, count_failures=count), trials_per_slot=2)
+        told = 0
+        while (slot := book.ask()) is not None:
+            book.tell(slot, [2e-3, INF][:slot.n])  # a failure in every slot of two
+            told += 1
+        failures = sum(t.failures for t in book.snapshot().tasks)
+        assert (told, book.trials - failures) == (slots, valid)  # uncounted: 4 valid trials, in slots of 2, 2, 2, 1
+    with pytest.raises(InputError, match="count-failures"):
+        Budget(max_trials=4, count_failures="no")
 
 
 def test_default_latencies_told_after_the_start_set_the_untuned_estimate_before_any_slot():

@@ -98,6 +98,8 @@ def _parser() -> argparse.ArgumentParser:
                       "compile): 90s, 10m, 1h")
     tune.add_argument("--per-task-trials", help="at most this many trials for any task")
     tune.add_argument("--patience", help="finish a task after this many trials without improvement")
+    tune.add_argument("--no-count-failures", action="store_true",
+                      help="failed candidates do not count against --trials (they do by default)")
     tune.add_argument("--scheduler", help=f"task scheduler: {', '.join(schedulers.names())} "
                       f"(default: {RunSettings.scheduler})")
     tune.add_argument("--trials-per-slot", help=f"candidates per slot (default {RunSettings.trials_per_slot})")
@@ -180,7 +182,8 @@ def _limits(args) -> dict:
     limits = {"max_trials": _whole("--trials", args.trials),
               "time_budget": parse_duration(args.time_budget) if args.time_budget else None,
               "per_task_trials": _whole("--per-task-trials", args.per_task_trials),
-              "patience": _whole("--patience", args.patience)}
+              "patience": _whole("--patience", args.patience),
+              "count_failures": False if args.no_count_failures else None}
     return {k: v for k, v in limits.items() if v is not None}
 
 
