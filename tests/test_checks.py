@@ -53,6 +53,8 @@ def test_a_run_with_a_goal_stops_on_the_measured_latency_and_stores_it(tiny_mlp,
     assert final.measured == ((point.elapsed, point.latency),)
     joules = [c.joules for c in store.get_checkpoints(run_id)]
     assert len(joules) == 1 and joules[0] > 0 and run.joules() >= joules[0] + point.joules
+    (phases,) = [c.phase_joules for c in store.get_checkpoints(run_id)]
+    assert all(j >= 0 for j in phases) and phases[1] > 0 and sum(phases) <= joules[0]  # building costs energy
     # resumed with a larger budget: the measured point is told again, and the goal still holds
     again = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=80), measurer,
                             store, run_id, trials_per_slot=4,

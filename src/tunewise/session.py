@@ -413,11 +413,14 @@ class Session:
         searching = search.searches(n, untrained=not self.trials)
         before = dataclasses.replace(self.snapshot(), slot=slot.index)  # the run as the slot in flight found it
 
+        readings = {}  # the run's joules as each phase of the slot began
+
         def on_phase(phase: str) -> None:
+            readings[phase] = self.joules()
             self.callbacks.slot_phase(before, k, phase)
 
         on_phase("search")
-        slot_start, slot_joules = time.perf_counter(), self.joules()
+        slot_start, slot_joules = time.perf_counter(), readings["search"]
         max_trials = self.budget.per_task_trials or self.budget.max_trials or 1_000_000
         shared = search.adopt(self._transfers(k, n), self.database, self.cost_model, max_trials)
         proposed = shared or search.propose(n, self.database, self.cost_model, max_trials, untrained=not self.trials)
@@ -431,6 +434,9 @@ class Session:
         measurements = self.measurer.measure([(c.sch.mod, c.args_info) for c in candidates], reference=best_before,
                                              on_phase=on_phase) if proposed else []
         measure_seconds = time.perf_counter() - measure_start
+        phase_joules = (None if self.meter is None or "measure" not in readings else
+                        (readings["build"] - readings["search"], readings["measure"] - readings["build"],
+                         self.joules() - readings["measure"]))
         if any(m.error for m in measurements):
             interrupts.raise_if_stopped()
         if opening:
@@ -444,7 +450,8 @@ class Session:
             self.ledger.tell(slot, [])
             self.store.add_trials(self.run_id, [], Checkpoint(
                 slot.index, k, 0, self.elapsed, time.perf_counter() - slot_start,
-                self.snapshot().estimated_latency(), self._slot_joules(slot_joules), skipped), owner=self.owner)
+                self.snapshot().estimated_latency(), self._slot_joules(slot_joules), skipped, phase_joules),
+                owner=self.owner)
             self.skipped += skipped
             return
         now, target, workload = time.time(), str(self.model.target), self.database.workload(self._workloads[k])
@@ -457,7 +464,7 @@ class Session:
         elapsed, latency = self.history[-1]  # what the ledger recorded for the slot
         self.store.add_trials(self.run_id, trials, Checkpoint(
             slot.index, k, len(trials), elapsed, time.perf_counter() - slot_start, latency,
-            self._slot_joules(slot_joules), skipped), owner=self.owner)
+            self._slot_joules(slot_joules), skipped, phase_joules), owner=self.owner)
         self.skipped += skipped
         search.notify(candidates, [_runner_result(t) for t in trials], self.cost_model)
         if self.filter is not None:

@@ -62,13 +62,14 @@ def test_energy_failures_and_measured_latencies_are_shown(tmp_path):
 
     # four trials, 8 s of building and running in all, 4 s of it the two failures
     store.add_trials(run, [t(2e-3), t(None, "build", 0.75), t(None, "timeout", 1.25), t(1e-3)],
-                     Checkpoint(0, 0, 4, 9.0, 9.0, 1e-3, joules=90.0))
+                     Checkpoint(0, 0, 4, 9.0, 9.0, 1e-3, joules=90.0, phase_joules=(10.0, 50.0, 25.0)))
     store.add_model_latency(run, stores.ModelLatency(9.0, 4, 1.5e-3, 6.0, 30.0))
     s = report.summarize(store, run)
     assert s.joules == pytest.approx(120.0) and s.measured[0].latency == 1.5e-3
     assert s.waste_seconds == pytest.approx(4.0) and s.waste_joules == pytest.approx(90.0 * 4.0 / 8.0)
     table = "\n".join(report.run_table(s))
-    assert "energy 0.12 kJ, metered by estimate (estimated from CPU time)" in table
+    assert ("energy 0.12 kJ, metered by estimate (estimated from CPU time); slots: search 0.01 kJ, build 0.05 kJ, "
+            "measure 0.03 kJ") in table
     assert "failed candidates: 1 build, 1 timeout; they cost 4.0s of building and running, 0.04 kJ" in table
     page = open(report.write([s], str(tmp_path / "r.html"))).read()
     assert "measured while tuning" in page and "1.5000 ms at 9 s" in page and "0.12 kJ, metered by estimate" in page

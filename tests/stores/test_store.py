@@ -90,12 +90,14 @@ def test_energy_and_model_latencies_round_trip(store):
     run = store.create_run("m", "cpu", "survey", {})
     w = store.commit_workload("0000000000000001", "W", equal_to("W"))
     store.add_tasks(run, [StoredTask(0, "dense", w, 1, 1e6, 1e-3)])
-    store.add_trials(run, [trial(w, 2e-3)], Checkpoint(0, 0, 1, 1.5, 1.5, 2e-3, joules=30.5))
+    store.add_trials(run, [trial(w, 2e-3)], Checkpoint(0, 0, 1, 1.5, 1.5, 2e-3, joules=30.5,
+                                                       phase_joules=(10.0, 12.5, 8.0)))
     store.add_trials(run, [trial(w, 1e-3, slot=1)], Checkpoint(1, 0, 1, 2.5, 1.0, 1e-3))
     points = [ModelLatency(2.5, 2, 1.2e-3, 8.0, 90.0), ModelLatency(9.0, 2, math.inf, 3.0, None, "output 0 differs")]
     for point in points:
         store.add_model_latency(run, point)
     assert [c.joules for c in store.get_checkpoints(run)] == [30.5, None]
+    assert [c.phase_joules for c in store.get_checkpoints(run)] == [(10.0, 12.5, 8.0), None]
     assert store.get_model_latencies(run) == points
     assert store.get_model_latencies(store.create_run("m", "cpu", "survey", {})) == []
 

@@ -125,7 +125,8 @@ class Checkpoint:
     ``trials`` is how many candidates the slot measured (0: the task's search space was exhausted),
     ``elapsed`` the run's tuning time after it, ``seconds`` the time the slot took, ``latency`` the
     model-latency estimate after it, ``joules`` the energy the slot used (``None``: not metered), ``skipped``
-    the proposals a candidate filter (:mod:`tunewise.filters`) skipped in it.
+    the proposals a candidate filter (:mod:`tunewise.filters`) skipped in it, ``phase_joules`` the joules of
+    its search, build and measure phases (``None``: not metered, or nothing was measured).
     """
 
     slot: int
@@ -136,6 +137,7 @@ class Checkpoint:
     latency: float
     joules: float | None = None
     skipped: int = 0
+    phase_joules: tuple[float, float, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,9 @@ checkpoints = Table(
     Column("latency", Float),  # NULL: inf
     Column("joules", Float),  # energy the slot used (NULL: not metered)
     Column("skipped", Integer, nullable=False, server_default="0"),  # proposals a candidate filter skipped
+    Column("search_joules", Float),  # the joules of the slot's phases (NULL: not metered)
+    Column("build_joules", Float),
+    Column("measure_joules", Float),
 )
 
 model_latencies = Table(

@@ -40,6 +40,7 @@ from tunewise.stores._base import (
 )
 from tunewise.stores._url import display_url, hide_secrets
 
+_PHASE_JOULES = ("search_joules", "build_joules", "measure_joules")
 _MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
 _MIGRATION_LOCK = 0x7475_6E65  # PostgreSQL advisory lock key of schema upgrades
 
@@ -318,7 +319,8 @@ class SQLAlchemyStore(Store):
                 c = checkpoint
                 conn.execute(s.checkpoints.insert().values(
                     run_id=run, slot=c.slot, task_index=c.task, trials=c.trials, elapsed=c.elapsed,
-                    seconds=c.seconds, latency=_finite(c.latency), joules=c.joules, skipped=c.skipped))
+                    seconds=c.seconds, latency=_finite(c.latency), joules=c.joules, skipped=c.skipped,
+                    **dict(zip(_PHASE_JOULES, c.phase_joules or (None, None, None), strict=True))))
             conn.execute(update(s.runs).where(s.runs.c.id == run).values(updated=time.time()))
 
     @staticmethod
@@ -350,7 +352,8 @@ class SQLAlchemyStore(Store):
     def get_checkpoints(self, run: int) -> list[Checkpoint]:
         with self._engine.connect() as conn:
             return [Checkpoint(row.slot, row.task_index, row.trials, row.elapsed, row.seconds, _or_inf(row.latency),
-                               row.joules, row.skipped)
+                               row.joules, row.skipped,
+                               None if row.search_joules is None else tuple(getattr(row, c) for c in _PHASE_JOULES))
                     for row in conn.execute(select(s.checkpoints).where(s.checkpoints.c.run_id == run)
                                             .order_by(s.checkpoints.c.id))]
 

@@ -1,5 +1,5 @@
-"""The energy of each slot and the proposals a filter skipped in it, and the whole-model latencies measured
-while tuning.
+"""The energy of each slot (and of its search, build and measure phases) and the proposals a filter skipped
+in it, and the whole-model latencies measured while tuning.
 
 Revision ID: 0003
 Revises: 0002
@@ -21,6 +21,8 @@ def upgrade() -> None:
     with op.batch_alter_table("checkpoints") as batch:
         batch.add_column(sa.Column("joules", sa.Float()))
         batch.add_column(sa.Column("skipped", sa.Integer(), nullable=False, server_default="0"))
+        for phase in ("search", "build", "measure"):
+            batch.add_column(sa.Column(f"{phase}_joules", sa.Float()))
     op.create_table(
         "model_latencies",
         sa.Column("id", _ID, primary_key=True, autoincrement=True),
@@ -37,5 +39,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("model_latencies")
     with op.batch_alter_table("checkpoints") as batch:
+        for phase in ("search", "build", "measure"):
+            batch.drop_column(f"{phase}_joules")
         batch.drop_column("skipped")
         batch.drop_column("joules")
