@@ -16,6 +16,7 @@ def test_default_target_is_this_cpu_with_its_mcpu():
 def test_json_target_is_taken_as_given():
     t = target.resolve('{"kind": "llvm", "num-cores": 1}')
     assert "mcpu" not in t.attrs and int(t.attrs["num-cores"]) == 1
+    assert target.resolve(t) is t  # a resolved target passes through (prepare.load_model takes either)
 
 
 @pytest.mark.parametrize("bad", ["llvm -mcpu=znver3", "{not json", "no-such-kind", '{"kind": "llvm", "bogus": 1}'])

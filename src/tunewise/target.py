@@ -29,10 +29,13 @@ def num_cores(target) -> int:
     return int(target.attrs["num-cores"]) if "num-cores" in target.attrs else 1
 
 
-def resolve(spec: str | dict | None = None):
-    """Turn a user's target spec into a ``tvm.target.Target``; :class:`TargetError` when it is malformed."""
+def resolve(spec=None):
+    """Turn a user's target spec into a ``tvm.target.Target`` (a ``Target`` is returned as it is);
+    :class:`TargetError` when it is malformed."""
     import tvm
 
+    if isinstance(spec, tvm.target.Target):
+        return spec
     if spec is None or spec in ("host", "llvm", "cpu"):
         config: str | dict = host_cpu()
     elif isinstance(spec, dict):
