@@ -33,9 +33,12 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+_STARTED_AT = commit()  # the code a benchmark runs is the code it started with, whatever is committed meanwhile
+
+
 def stamp() -> dict:
-    """``{"command", "commit", "cpu", "date"}`` of this process."""
-    return {"command": " ".join([os.path.basename(sys.executable), *sys.argv]), "commit": commit(),
+    """``{"command", "commit", "cpu", "date"}`` of this process: the commit when it started, the date now."""
+    return {"command": " ".join([os.path.basename(sys.executable), *sys.argv]), "commit": _STARTED_AT,
             "cpu": cpu_model(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
 
 

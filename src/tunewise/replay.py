@@ -132,6 +132,59 @@ class Replay:
     stopped_by: str | None = None
 
 
+class TraceRun:
+    """One replayed run, advanced a slot at a time: the core that :func:`replay` loops over, and that a driver of
+    several runs (:mod:`tunewise.lab.fleet`) interleaves.
+
+    Takes :func:`replay`'s arguments, its limits as one :class:`~tunewise.ledger.Budget` (none by default).
+    Each :meth:`step` charges the scheduler's decision and runs one slot on the run's own simulated clock
+    (:attr:`elapsed`), and returns ``False`` once the run is over.
+    """
+
+    def __init__(self, trace: Trace, scheduler, *, seed_index: int, trials_per_slot: int = 16,
+                 budget: Budget | None = None, decision_cost: float | None = None, stoppers=(),
+                 watts: float | None = None):
+        if trials_per_slot <= 0:
+            raise ValueError(f"trials_per_slot must be positive, got {trials_per_slot}")
+        self.trace, self.runs, self.decision_cost = trace, trace.runs[seed_index], decision_cost
+        self.elapsed = 0.0  # the run's simulated tuning seconds
+        self.ledger = Ledger(trace.tasks, scheduler, budget or Budget(), trials_per_slot=trials_per_slot,
+                             clock=lambda: self.elapsed,
+                             exhausted=[k for k, run in enumerate(self.runs) if not run.latencies],
+                             stoppers=stoppers, joules=None if watts is None else (lambda: watts * self.elapsed))
+        self.picks: list[int] = []
+        self.decision_times: list[float] = []
+        self.over = False
+        self._used = [0] * len(trace.tasks)
+
+    def step(self) -> bool:
+        """Run the next slot; ``False`` (and nothing more happens) once the run is over."""
+        if self.over:
+            return False
+        asked = self.ledger.decisions
+        slot = self.ledger.ask()
+        decision = 0.0
+        if self.ledger.decisions > asked:
+            decision = self.ledger.last_decision if self.decision_cost is None else self.decision_cost
+            self.elapsed += decision
+        if slot is None:
+            self.over = True
+            return False
+        run, start = self.runs[slot.task], self._used[slot.task]
+        latencies, costs = run.latencies[start:start + slot.n], run.costs[start:start + slot.n]
+        self.elapsed += sum(costs)
+        self._used[slot.task] += len(latencies)
+        self.ledger.tell(slot, latencies, exhausted=self._used[slot.task] >= len(run.latencies))
+        self.picks.append(slot.task)
+        self.decision_times.append(decision)
+        return True
+
+    def result(self) -> Replay:
+        """What the run did so far."""
+        return Replay(tuple(self.ledger.history), tuple(self.picks), tuple(self.decision_times),
+                      self.ledger.snapshot(), self.ledger.stopped_by)
+
+
 def replay(trace: Trace, scheduler, *, seed_index: int, trials_per_slot: int = 16, max_trials: int | None = None,
            time_budget: float | None = None, per_task_trials: int | None = None, patience: int | None = None,
            decision_cost: float | None = None, stoppers=(), watts: float | None = None) -> Replay:
@@ -158,33 +211,12 @@ def replay(trace: Trace, scheduler, *, seed_index: int, trials_per_slot: int = 1
     simulated seconds when ``watts`` is given, else unknown (an energy budget then raises
     :class:`~tunewise.errors.InputError`).
     """
-    if trials_per_slot <= 0:
-        raise ValueError(f"trials_per_slot must be positive, got {trials_per_slot}")
-    runs = trace.runs[seed_index]
-    budget = Budget(max_trials, time_budget, per_task_trials, patience)
-    clock = [0.0]
-    ledger = Ledger(trace.tasks, scheduler, budget, trials_per_slot=trials_per_slot, clock=lambda: clock[0],
-                    exhausted=[k for k, run in enumerate(runs) if not run.latencies], stoppers=stoppers,
-                    joules=None if watts is None else (lambda: watts * clock[0]))
-    used = [0] * len(trace.tasks)
-    picks: list[int] = []
-    decisions: list[float] = []
-    while True:
-        asked = ledger.decisions
-        slot = ledger.ask()
-        if ledger.decisions > asked:
-            decision = ledger.last_decision if decision_cost is None else decision_cost
-            clock[0] += decision
-        if slot is None:
-            break
-        run, start = runs[slot.task], used[slot.task]
-        latencies, costs = run.latencies[start:start + slot.n], run.costs[start:start + slot.n]
-        clock[0] += sum(costs)
-        used[slot.task] += len(latencies)
-        ledger.tell(slot, latencies, exhausted=used[slot.task] >= len(run.latencies))
-        picks.append(slot.task)
-        decisions.append(decision)
-    return Replay(tuple(ledger.history), tuple(picks), tuple(decisions), ledger.snapshot(), ledger.stopped_by)
+    run = TraceRun(trace, scheduler, seed_index=seed_index, trials_per_slot=trials_per_slot,
+                   budget=Budget(max_trials, time_budget, per_task_trials, patience), decision_cost=decision_cost,
+                   stoppers=stoppers, watts=watts)
+    while run.step():
+        pass
+    return run.result()
 
 
 def time_to_reach(history, goal: float) -> float | None:

@@ -1,0 +1,146 @@
+"""A fleet of models tuned on N workers, simulated from recorded traces: when every model reaches its goal,
+with each population policy (:mod:`tunewise.populations`), and what the shared store and the policy carry.
+
+The simulated cluster works as tunewise's fleet driver does:
+
+- Every model is its own run, with its own :class:`~tunewise.ledger.Ledger` and task scheduler, replayed
+  from its trace (:class:`tunewise.replay.TraceRun`). A run has one owner at a time, so its slots follow one
+  another and a model occupies one worker.
+- Before every round the policy is shown one :class:`~tunewise.populations.ModelView` per model (its
+  estimated latency after each round against its tuning seconds) and chooses at most ``workers`` models;
+  the others are suspended. Each chosen model tunes ``round_seconds`` of its own tuning time, slot after
+  slot (a slot that starts is finished). Rounds are synchronised (Trimmer synchronises models at batch
+  boundaries): the next begins when the slowest model of this one has finished its last slot.
+- A model is finished when its latency estimate reaches its goal (the run's
+  :class:`~tunewise.stoppers.LatencyGoal`), or when its recorded trials run out.
+
+What it leaves out: the workers' start-up and the time to move a suspended run (its cost model is rebuilt
+from the store on resume), and the store's own latency, which it reports as a load instead
+(:attr:`FleetRun.store_load`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tunewise import populations, schedulers
+from tunewise.populations import ModelView
+from tunewise.replay import Trace, TraceRun
+from tunewise.stoppers import LatencyGoal
+
+COMMIT_SECONDS = 0.2155e-3
+"""Store time to commit one trial, in slots of 16, on PostgreSQL (``bench/results/store-overhead.json``)."""
+READ_SECONDS = 4.86e-3
+"""Store time to read a task's top records, which every search does once a slot (the same file)."""
+
+
+@dataclass(frozen=True)
+class FleetModel:
+    """A model of the fleet: seed ``seed_index`` of ``trace``, tuned until its estimate is at most ``goal``
+    seconds."""
+
+    trace: Trace
+    seed_index: int
+    goal: float
+
+
+@dataclass(frozen=True)
+class FleetRun:
+    """What a simulated fleet did on ``workers`` workers.
+
+    ``wall`` is the simulated seconds until no model was left to tune; ``reached[i]`` when model ``i``'s
+    estimate first reached its goal (``None``: never); ``busy`` the worker-seconds spent tuning (what the
+    energy follows); ``policy_seconds`` the policy's own decision time; ``store_load`` the store's busy
+    seconds per simulated second (commits and reads at :data:`COMMIT_SECONDS` and :data:`READ_SECONDS`):
+    at 1 it would be the bottleneck.
+    """
+
+    workers: int
+    wall: float
+    reached: tuple[float | None, ...]
+    busy: float
+    rounds: int
+    suspensions: int
+    resumptions: int
+    trials: int
+    slots: int
+    policy_seconds: float
+    store_load: float
+
+    @property
+    def all_reached(self) -> float | None:
+        """When the last model reached its goal; ``None`` when one never did."""
+        return None if any(r is None for r in self.reached) else max(self.reached, default=0.0)
+
+    @property
+    def mean_reached(self) -> float | None:
+        """The mean time for a model to reach its goal; ``None`` when one never did."""
+        return None if any(r is None for r in self.reached) else sum(self.reached) / len(self.reached)
+
+    @property
+    def utilisation(self) -> float:
+        """The share of the workers' time spent tuning."""
+        return self.busy / (self.workers * self.wall) if self.wall > 0 else 0.0
+
+
+def simulate(models: Sequence[FleetModel], policy, *, workers: int, round_seconds: float = 60.0,
+             scheduler: str = "gradient", trials_per_slot: int = 16) -> FleetRun:
+    """Tune ``models`` on ``workers`` workers under ``policy`` (a :class:`~tunewise.populations.PopulationPolicy`
+    or its name), each model's tasks chosen by ``scheduler`` (seeded with the model's seed index; decisions
+    charged no time, so a simulation is deterministic)."""
+    if workers < 1 or not round_seconds > 0:
+        raise ValueError(f"workers must be >= 1 and round_seconds > 0, got {workers} and {round_seconds}")
+    policy = populations.create(policy)
+    runs = [TraceRun(m.trace, schedulers.create_seeded(scheduler, m.seed_index), seed_index=m.seed_index,
+                     trials_per_slot=trials_per_slot, decision_cost=0.0, stoppers=[LatencyGoal(latency=m.goal)])
+            for m in models]
+    history = [[(0.0, run.ledger.history[0][1])] for run in runs]
+    reached: list[float | None] = [0.0 if h[0][1] <= m.goal else None for h, m in zip(history, models, strict=True)]
+    suspended = [False] * len(models)
+    wall = busy = policy_seconds = 0.0
+    rounds = suspensions = resumptions = 0
+    while not all(run.over for run in runs):
+        views = [ModelView(f"{m.trace.model}/{m.seed_index}", tuple(h), run.over, s)
+                 for m, h, run, s in zip(models, history, runs, suspended, strict=True)]
+        tick = time.perf_counter()
+        plan = policy.plan(views, workers)
+        policy_seconds += time.perf_counter() - tick
+        suspensions, resumptions = suspensions + len(plan.suspend), resumptions + len(plan.resume)
+        for i in plan.suspend:
+            suspended[i] = True
+        longest = 0.0
+        for i in plan.run:
+            suspended[i] = False
+            run, start = runs[i], runs[i].elapsed
+            while run.elapsed - start < round_seconds and run.step():
+                if reached[i] is None and run.ledger.history[-1][1] <= models[i].goal:
+                    reached[i] = wall + run.elapsed - start
+            spent = run.elapsed - start
+            busy, longest = busy + spent, max(longest, spent)
+            history[i].append((run.elapsed, run.ledger.history[-1][1]))
+        wall += longest
+        rounds += 1
+    trials = sum(run.ledger.trials for run in runs)
+    slots = sum(len(run.picks) for run in runs)
+    load = (trials * COMMIT_SECONDS + slots * READ_SECONDS) / wall if wall > 0 else 0.0
+    return FleetRun(workers, wall, tuple(reached), busy, rounds, suspensions, resumptions, trials, slots,
+                    policy_seconds, load)
+
+
+def fleet_of(traces: Sequence[Trace], size: int, *, within: float = 0.10) -> list[FleetModel]:
+    """``size`` models taken in turn from ``traces`` and their seeds (trace 0 seed 0, trace 1 seed 0, ...,
+    trace 0 seed 1, ...), each with the goal of coming ``within`` (a fraction) of its seed's best reachable
+    latency (:meth:`tunewise.replay.Trace.best_reachable`)."""
+    pairs = [(t, s) for s in range(max(t.seeds for t in traces)) for t in traces if s < t.seeds]
+    if not pairs:
+        raise ValueError("no traces to make a fleet of")
+    chosen = [pairs[i % len(pairs)] for i in range(size)]
+    return [FleetModel(t, s, (1.0 + within) * t.best_reachable(s)) for t, s in chosen]
+
+
+def doubling(limit: int) -> list[int]:
+    """1, 2, 4, ... up to ``limit``: the worker counts of a scaling table."""
+    return [2 ** i for i in range(int(math.log2(limit)) + 1)] if limit >= 1 else []
