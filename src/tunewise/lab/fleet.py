@@ -55,7 +55,8 @@ class FleetRun:
     estimate first reached its goal (``None``: never); ``busy`` the worker-seconds spent tuning (what the
     energy follows); ``policy_seconds`` the policy's own decision time; ``store_load`` the store's busy
     seconds per simulated second (commits and reads at :data:`COMMIT_SECONDS` and :data:`READ_SECONDS`):
-    at 1 it would be the bottleneck.
+    at 1 it would be the bottleneck. ``progress`` holds ``(seconds, the fleet's mean latency over goal)`` at
+    the start and after every round (:meth:`gap_at`).
     """
 
     workers: int
@@ -69,6 +70,12 @@ class FleetRun:
     slots: int
     policy_seconds: float
     store_load: float
+    progress: tuple[tuple[float, float], ...] = ()
+
+    def gap_at(self, seconds: float) -> float:
+        """The fleet's mean latency over goal (each model's estimate divided by its goal; 1 or less: reached)
+        at ``seconds`` of the simulation: its value after the last round that had ended by then."""
+        return [gap for at, gap in self.progress if at <= seconds][-1]
 
     @property
     def all_reached(self) -> float | None:
@@ -101,6 +108,11 @@ def simulate(models: Sequence[FleetModel], policy, *, workers: int, round_second
     reached: list[float | None] = [0.0 if h[0][1] <= m.goal else None for h, m in zip(history, models, strict=True)]
     suspended = [False] * len(models)
     wall = busy = policy_seconds = 0.0
+
+    def gap() -> float:
+        return sum(h[-1][1] / m.goal for h, m in zip(history, models, strict=True)) / len(models)
+
+    progress = [(0.0, gap())]
     rounds = suspensions = resumptions = 0
     while not all(run.over for run in runs):
         views = [ModelView(f"{m.trace.model}/{m.seed_index}", tuple(h), run.over, s)
@@ -123,11 +135,12 @@ def simulate(models: Sequence[FleetModel], policy, *, workers: int, round_second
             history[i].append((run.elapsed, run.ledger.history[-1][1]))
         wall += longest
         rounds += 1
+        progress.append((wall, gap()))
     trials = sum(run.ledger.trials for run in runs)
     slots = sum(len(run.picks) for run in runs)
     load = (trials * COMMIT_SECONDS + slots * READ_SECONDS) / wall if wall > 0 else 0.0
     return FleetRun(workers, wall, tuple(reached), busy, rounds, suspensions, resumptions, trials, slots,
-                    policy_seconds, load)
+                    policy_seconds, load, tuple(progress))
 
 
 def fleet_of(traces: Sequence[Trace], size: int, *, within: float = 0.10) -> list[FleetModel]:
