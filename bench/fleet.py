@@ -13,7 +13,7 @@ worker count (1, 2, 4, ... ``--max-workers``) and population policy (``fair``: e
 Trimmer's), :func:`tunewise.lab.fleet.simulate` reports the time until every model reached its goal, the
 mean time for a model to reach it, the workers' utilisation, the suspensions, the policy's decision time per
 round, the store's load (busy seconds per second, at the commit and read costs measured in
-``bench/results/store-overhead.json``), and the fleet's mean latency over goal at a quarter and half of the
+``bench/results/store-overhead.json``), and the fleet's latency over goal (geometric mean) at a quarter and half of the
 time ``fair`` took on as many workers (:meth:`tunewise.lab.fleet.FleetRun.gap_at`: what suspension buys when
 tuning stops before every goal is reached). The JSON holds the command line, the commit and the CPU model.
 """

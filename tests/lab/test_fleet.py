@@ -3,6 +3,8 @@ a made-up population, and the scaling table's worker counts."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tunewise import schedulers
@@ -47,9 +49,9 @@ def test_suspension_gives_the_worker_to_the_model_that_pays_off():
     assert trimmer.reached[1] == 80.0 and fair.reached[1] == 120.0  # 3 rounds of its own against 6 turns
     assert trimmer.suspensions > 0 and trimmer.wall == pytest.approx(fair.wall)
     # after 4 rounds (80 s) quick is at its goal under suspension; fair shares left it at 0.35
-    assert trimmer.gap_at(80.0) == pytest.approx((0.98 / 0.61 + 0.3 / 0.31) / 2)
-    assert fair.gap_at(80.0) == pytest.approx((0.96 / 0.61 + 0.35 / 0.31) / 2)
-    assert fair.gap_at(0.0) == pytest.approx((1 / 0.61 + 1 / 0.31) / 2)
+    assert trimmer.gap_at(80.0) == pytest.approx(math.sqrt(0.98 / 0.61 * 0.3 / 0.31))
+    assert fair.gap_at(80.0) == pytest.approx(math.sqrt(0.96 / 0.61 * 0.35 / 0.31))
+    assert fair.gap_at(0.0) == pytest.approx(math.sqrt(1 / 0.61 * 1 / 0.31))
 
 
 def test_fleets_take_traces_and_seeds_in_turn_and_worker_counts_double():

@@ -55,7 +55,7 @@ class FleetRun:
     estimate first reached its goal (``None``: never); ``busy`` the worker-seconds spent tuning (what the
     energy follows); ``policy_seconds`` the policy's own decision time; ``store_load`` the store's busy
     seconds per simulated second (commits and reads at :data:`COMMIT_SECONDS` and :data:`READ_SECONDS`):
-    at 1 it would be the bottleneck. ``progress`` holds ``(seconds, the fleet's mean latency over goal)`` at
+    at 1 it would be the bottleneck. ``progress`` holds ``(seconds, the fleet's latency over goal)`` at
     the start and after every round (:meth:`gap_at`).
     """
 
@@ -73,8 +73,9 @@ class FleetRun:
     progress: tuple[tuple[float, float], ...] = ()
 
     def gap_at(self, seconds: float) -> float:
-        """The fleet's mean latency over goal (each model's estimate divided by its goal; 1 or less: reached)
-        at ``seconds`` of the simulation: its value after the last round that had ended by then."""
+        """The fleet's latency over goal (the geometric mean of each model's estimate divided by its goal; 1
+        or less: every model reached it) at ``seconds`` of the simulation: its value after the last round that
+        had ended by then."""
         return [gap for at, gap in self.progress if at <= seconds][-1]
 
     @property
@@ -110,7 +111,8 @@ def simulate(models: Sequence[FleetModel], policy, *, workers: int, round_second
     wall = busy = policy_seconds = 0.0
 
     def gap() -> float:
-        return sum(h[-1][1] / m.goal for h, m in zip(history, models, strict=True)) / len(models)
+        ratios = [h[-1][1] / m.goal for h, m in zip(history, models, strict=True)]
+        return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
 
     progress = [(0.0, gap())]
     rounds = suspensions = resumptions = 0
