@@ -21,7 +21,9 @@ that measured the goal; ``null`` when none did), ``final_latency_ms`` (the last 
 sequence, failed by the store), ``skipped`` (proposals the filter skipped) and ``energy_estimated`` (true when
 the meter is the CPU-time estimate). Per model and arm, the medians over seeds. ``--out`` (default
 ``bench/results/trimmer.json``) holds them with the command line, the commit and the CPU model
-(:mod:`provenance`).
+(:mod:`provenance`), and each run its own; it is written after every run, and ``--resume`` makes only the runs
+it does not hold yet, so the benchmark can be run a few models or seeds at a time (every run of a model
+should come from one machine: the goal compares them).
 """
 
 from __future__ import annotations
@@ -79,6 +81,26 @@ def to_goal(run: dict, goal_ms: float) -> tuple[float | None, float | None]:
     return None, None
 
 
+def summarise(runs: dict) -> tuple[float, dict]:
+    """The common goal of a model's runs (``{arm: {seed: run}}``), each run's time and energy to it, and per
+    arm the medians over seeds (``None`` where a seed's run has not reached the goal)."""
+    goal = 1.10 * min(r["final_latency_ms"] for arm in runs.values() for r in arm.values())
+    summary = {}
+    for arm, by_seed in runs.items():
+        for r in by_seed.values():
+            r["time_to_goal_s"], r["energy_to_goal_j"] = to_goal(r, goal)
+
+        def median(key, by_seed=by_seed):
+            values = [r[key] for r in by_seed.values() if r[key] is not None]
+            return statistics.median(values) if len(values) == len(by_seed) else None
+
+        summary[arm] = {key: median(key) for key in ("time_to_goal_s", "energy_to_goal_j", "final_latency_ms",
+                                                     "cold_share", "failed_share", "skipped")}
+        summary[arm]["energy_estimated"] = any(r["energy_estimated"] for r in by_seed.values())
+        summary[arm]["seeds"] = sorted(by_seed)
+    return goal, summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="resnet18,mobilenetv2")
@@ -87,41 +109,50 @@ def main() -> None:
     parser.add_argument("--check-every", type=float, default=120.0)
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--out", default="bench/results/trimmer.json")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the runs --out holds (made with the same --minutes and --check-every) and make "
+                             "only the missing ones")
     args = parser.parse_args()
     target = targets.resolve(None)
     results = {"target": str(target), "minutes": args.minutes, "check_every_s": args.check_every, "models": {}}
+    if args.resume and os.path.exists(args.out):
+        with open(args.out) as f:
+            kept = json.load(f)
+        if (kept["minutes"], kept["check_every_s"], kept["target"]) != (args.minutes, args.check_every, str(target)):
+            raise SystemExit(f"{args.out} was made with other --minutes, --check-every or another CPU target")
+        results["models"] = {name: {"runs": {arm: {int(seed): run for seed, run in by_seed.items()}
+                                             for arm, by_seed in model["runs"].items()}}
+                             for name, model in kept["models"].items()}
+
+    def save() -> None:
+        for entry in results["models"].values():
+            entry["goal_ms"], entry["summary"] = summarise(entry["runs"])
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(provenance.stamped(results), f, indent=1)
+
     for name in args.models.split(","):
+        runs = results["models"].setdefault(name, {"runs": {}})["runs"]
+        todo = [(seed, arm) for seed in (int(s) for s in args.seeds.split(",")) for arm in args.arms.split(",")
+                if seed not in runs.get(arm, {})]
+        if not todo:
+            continue
         base = RunSettings(source=name, budget=Budget(time_budget=60 * args.minutes), check_every=args.check_every,
                            energy_meter="auto")
         measurer = prepare.make_measurer(target, base)
         try:
             model = prepare.load_model(name, base, target=target, measurer=measurer)
-            runs = {arm: {} for arm in args.arms.split(",")}
-            for seed in (int(s) for s in args.seeds.split(",")):
-                for arm in runs:
-                    settings = dataclasses.replace(base, seed=seed, **ARMS[arm])
-                    runs[arm][seed] = tune(model, settings, measurer)
-                    print(name, arm, seed, {k: v for k, v in runs[arm][seed].items() if k != "points"}, flush=True)
+            for seed, arm in todo:
+                settings = dataclasses.replace(base, seed=seed, **ARMS[arm])
+                run = tune(model, settings, measurer)
+                run["provenance"] = provenance.stamp()
+                runs.setdefault(arm, {})[seed] = run
+                print(name, arm, seed, {k: v for k, v in run.items() if k not in ("points", "provenance")},
+                      flush=True)
+                save()  # every run is kept as soon as it is made: an invocation cut short loses only its last
         finally:
             measurer.close()
-        goal = 1.10 * min(r["final_latency_ms"] for arm in runs.values() for r in arm.values())
-        summary = {}
-        for arm, by_seed in runs.items():
-            for r in by_seed.values():
-                r["time_to_goal_s"], r["energy_to_goal_j"] = to_goal(r, goal)
-
-            def median(key, by_seed=by_seed):
-                values = [r[key] for r in by_seed.values() if r[key] is not None]
-                return statistics.median(values) if len(values) == len(by_seed) else None
-
-            summary[arm] = {key: median(key) for key in ("time_to_goal_s", "energy_to_goal_j", "final_latency_ms",
-                                                         "cold_share", "failed_share", "skipped")}
-            summary[arm]["energy_estimated"] = any(r["energy_estimated"] for r in by_seed.values())
-        results["models"][name] = {"goal_ms": goal, "runs": runs, "summary": summary}
-        print(name, json.dumps(summary, indent=1), flush=True)
-        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-        with open(args.out, "w") as f:
-            json.dump(provenance.stamped(results), f, indent=1)
+        print(name, json.dumps(results["models"][name]["summary"], indent=1), flush=True)
 
 
 if __name__ == "__main__":
