@@ -132,6 +132,25 @@ def _parser() -> argparse.ArgumentParser:
                       f"{RunSettings.energy_meter}: RAPL, else NVML, else an estimate from CPU time)")
     _store_option(tune)
 
+    many = sub.add_parser("tune-many", help="tune several models at once on a Ray cluster, each as its own run")
+    many.add_argument("models", nargs="+", metavar="MODEL", help="zoo names, .onnx or .pt2 files (the same path "
+                      "on every node)")
+    many.add_argument("--cluster", default="local",
+                      help="'local' (default: Ray on this machine) or a running cluster's address: ray://HOST:PORT "
+                           "(Ray client), HOST:PORT or 'auto' (from a node of it)")
+    many.add_argument("--policy", default="suspension", help="which models tune in each round: suspension "
+                      "(default: Trimmer's, the ones improving fastest per second; the others wait) or fair")
+    many.add_argument("--round", default="2m", help="tuning time of a model in one round (default 2m)")
+    many.add_argument("--trials", help="trials per model")
+    many.add_argument("--time-budget", help="tuning time per model: 90s, 10m, 1h")
+    many.add_argument("--goal", help="stop a model once its measured latency reaches this: 12ms, 0.9x-ort, "
+                      "0.8x-eager")
+    many.add_argument("--scheduler", help=f"task scheduler of every model: {', '.join(schedulers.names())} "
+                      f"(default: {RunSettings.scheduler})")
+    many.add_argument("--seed", help=f"seed of the searches and the schedulers (default {RunSettings.seed})")
+    many.add_argument("--output", "-o", help="folder of the artifacts, one per model (default tunewise-out/MODEL)")
+    _store_option(many)
+
     runs = sub.add_parser("runs", help="list the runs in the store")
     _store_option(runs)
 
@@ -266,6 +285,38 @@ def _cmd_tune(args) -> int:
     return 0
 
 
+def _cmd_tune_many(args) -> int:
+    from tunewise import cluster, populations
+    from tunewise.session import Budget
+
+    limits = {"max_trials": _whole("--trials", args.trials),
+              "time_budget": parse_duration(args.time_budget) if args.time_budget else None}
+    limits = {k: v for k, v in limits.items() if v is not None}
+    if not limits:
+        raise InputError("give each model a budget: --trials or --time-budget (see tunewise tune-many --help)")
+    options = {"budget": Budget(**limits), "goal": args.goal,
+               "scheduler": args.scheduler, "seed": _whole("--seed", args.seed, minimum=0)}
+    settings = RunSettings(**{k: v for k, v in options.items() if v is not None})
+    policy = populations.create(args.policy)
+    round_seconds = parse_duration(args.round, "round length")
+
+    def told(index, plan, names, outcomes) -> None:
+        waiting = [names[i] for i in plan.suspend]
+        print(f"round {index}: " + "; ".join(
+            f"{names[i]} {o.latency * 1e3:.3f} ms after {o.elapsed:.0f}s and {o.trials} trials"
+            + (f" (done{': ' + o.stopped_by if o.stopped_by else ''})" if o.finished else "")
+            for i, o in outcomes.items()) + (f"; suspended {', '.join(waiting)}" if waiting else ""), flush=True)
+
+    fleet = cluster.tune_many(args.models, cluster=args.cluster, store=args.store, policy=policy,
+                              round_seconds=round_seconds, settings=settings, output=args.output, on_round=told)
+    print(f"{fleet.rounds} rounds, {fleet.suspensions} suspensions, {fleet.resumptions} resumptions")
+    for run, result in zip(fleet.runs, fleet.results, strict=True):
+        if result is not None:
+            print(f"run {run:<4} {result.model:20s} tuned {result.tuned_latency * 1e3:.3f} ms (untuned "
+                  f"{result.untuned_latency * 1e3:.3f} ms), {result.trials} trials, artifact {result.artifact}")
+    return 0
+
+
 def _cmd_run(args) -> int:
     import numpy as np
 
@@ -383,8 +434,9 @@ def _cmd_records(args) -> int:
     return 0
 
 
-_COMMANDS = {"tune": _cmd_tune, "run": _cmd_run, "tasks": _cmd_tasks, "runs": _cmd_runs, "show": _cmd_show,
-             "report": _cmd_report, "records": _cmd_records, "streams": _cmd_streams}
+_COMMANDS = {"tune": _cmd_tune, "tune-many": _cmd_tune_many, "run": _cmd_run, "tasks": _cmd_tasks,
+             "runs": _cmd_runs, "show": _cmd_show, "report": _cmd_report, "records": _cmd_records,
+             "streams": _cmd_streams}
 
 
 def _interrupted(err: KeyboardInterrupt, command: str | None) -> int:

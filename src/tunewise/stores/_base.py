@@ -18,9 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 #: Run statuses. ``running`` is also what a run killed without warning (SIGKILL, power loss) is left in;
-#: :meth:`Run.state` tells it apart as ``dead`` by its owner's heartbeat.
-RUNNING, INTERRUPTED, FAILED, TUNED, FINISHED, IMPORTED, DEAD = (
-    "running", "interrupted", "failed", "tuned", "finished", "imported", "dead")
+#: :meth:`Run.state` tells it apart as ``dead`` by its owner's heartbeat. ``suspended``: a fleet's policy holds
+#: the run back until it chooses it again (:mod:`tunewise.cluster`).
+RUNNING, INTERRUPTED, FAILED, TUNED, FINISHED, IMPORTED, DEAD, SUSPENDED = (
+    "running", "interrupted", "failed", "tuned", "finished", "imported", "dead", "suspended")
 
 #: Seconds between two heartbeats of a run's owner, and the age after which a heartbeat is stale: its owner is
 #: taken for dead, and another process may claim the run.

@@ -1,0 +1,47 @@
+"""Where a fleet runs: this machine (a local Ray instance started for it) or a running Ray cluster, and the
+measurement slots it offers.
+
+A node offers one measurement slot, the custom Ray resource :data:`MEASURE`, and every round of tuning holds
+one: a round searches, builds and measures on its node, so no measurement shares a node's cores with another
+measurement or with another round's builds. Nodes join a cluster with the resource set::
+
+    ray start --head --resources='{"tunewise_measure": 1}'
+    ray start --address=HEAD:6379 --resources='{"tunewise_measure": 1}'
+"""
+
+from __future__ import annotations
+
+import os
+
+from tunewise.errors import InputError, message_line
+
+MEASURE = "tunewise_measure"
+LOCAL = "local"
+
+
+def is_local(cluster: str) -> bool:
+    """Whether ``cluster`` names this machine alone."""
+    return cluster == LOCAL
+
+
+def connect(cluster: str) -> int:
+    """Connect this process to ``cluster`` (``"local"``: start Ray here with one measurement slot, unless this
+    process is connected already; else a Ray address: ``ray://HOST:PORT``, ``HOST:PORT`` or ``auto``) and
+    return its measurement slots. Raises :class:`~tunewise.errors.InputError` in one line when it cannot be
+    reached or offers no slot."""
+    import ray
+
+    if not ray.is_initialized():
+        try:
+            if is_local(cluster):
+                ray.init(num_cpus=os.cpu_count() or 1, resources={MEASURE: 1}, include_dashboard=False,
+                         log_to_driver=False, configure_logging=False)
+            else:
+                ray.init(address=cluster, log_to_driver=False, configure_logging=False)
+        except Exception as err:  # Ray raises ConnectionError, RuntimeError, ValueError... for a bad address
+            raise InputError(f"cannot connect to the Ray cluster {cluster!r}: {message_line(err)}") from None
+    slots = int(ray.cluster_resources().get(MEASURE, 0))
+    if slots < 1:
+        raise InputError(f"the Ray cluster {cluster!r} offers no measurement slot: start each node with "
+                         f"--resources='{{\"{MEASURE}\": 1}}'")
+    return slots

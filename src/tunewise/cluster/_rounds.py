@@ -1,0 +1,92 @@
+"""What a Ray worker does for a fleet: tune one model's run for a round, and compile the tuned model at the
+end. Both resume the run from the shared store, so a round lost with its worker loses at most the slot it
+was measuring, and the next attempt continues from the store."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from tunewise import prepare, stores
+from tunewise.errors import RunBusyError
+from tunewise.lease import Lease
+from tunewise.settings import RunSettings
+
+_LOADED: dict = {}  # (source, settings) -> (model, measurer, goal): a worker keeps what it imported
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    """What a round did to a run: its tuning seconds and trials so far, the untuned estimate and the model's
+    latency now (the latest measured one, else the estimate), and whether the run is ``finished`` (by its own
+    limits or stop rules, or because nothing more fits them), with the stop rule's reason if one ended it."""
+
+    run: int
+    elapsed: float
+    trials: int
+    untuned: float
+    latency: float
+    finished: bool
+    stopped_by: str | None = None
+
+
+def tune_round(source: str, settings: dict, store_url: str, run: int | None, seconds: float) -> RoundOutcome:
+    """Tune ``source`` as ``settings`` (a :class:`~tunewise.settings.RunSettings` JSON object) say, recording to
+    run ``run`` of the store at ``store_url`` (``None``: a new run), for ``seconds`` of this round."""
+    settings = RunSettings.from_json(settings)
+    store = stores.create(store_url)
+    model, measurer, goal = _load(source, settings)
+    with Lease() as lease:
+        if run is not None:
+            _claim(lease, store, run)
+        end = time.perf_counter() + seconds
+        loop = prepare.open_session(model, settings, store=store, measurer=measurer, run=run, lease=lease,
+                                    deadline=lambda snapshot: end, goal=goal)
+        before = loop.ledger.trials
+        snapshot = loop.run()
+    budget, ledger = settings.budget, loop.ledger
+    finished = (ledger.stopped_by is not None or not snapshot.live or snapshot.trials == before
+                or (budget.max_trials is not None and snapshot.trials >= budget.max_trials)
+                or (budget.time_budget is not None and snapshot.elapsed >= budget.time_budget))
+    latency = snapshot.measured[-1][1] if snapshot.measured else snapshot.estimated_latency()
+    return RoundOutcome(loop.run_id, snapshot.elapsed, snapshot.trials, snapshot.untuned_latency(), latency,
+                        finished, ledger.stopped_by)
+
+
+def finish(run: int, store_url: str, output: str | None):
+    """Compile run ``run`` with its best records, verify and time it, and write its artifact (to ``output``, or
+    the run's own folder): :func:`tunewise.workflow.resume` with no trial left to measure."""
+    from tunewise import workflow
+
+    trials = len(stores.create(store_url).get_trials(run, records=False))
+    return workflow.resume(run, store=store_url, budget={"max_trials": max(trials, 1)}, output=output,
+                           progress=False)
+
+
+def _load(source: str, settings: RunSettings):
+    key = (source, settings.level, settings.seed, tuple(sorted(settings.input_shapes.items())), settings.goal,
+           settings.evaluator, settings.runner, repr(settings.measure))
+    if key not in _LOADED:
+        from tunewise import target as targets
+
+        target = targets.resolve(None)
+        measurer = prepare.make_measurer(target, settings)
+        model = prepare.load_model(source, settings, target=target)
+        goal = prepare.resolve_goal(settings, source, model.inputs)
+        _LOADED[key] = (model, measurer, goal)
+    return _LOADED[key]
+
+
+def _claim(lease: Lease, store, run: int) -> None:
+    """Claim ``run``, waiting for a dead owner's heartbeat to go stale (a round retried on another node after
+    its worker died)."""
+    deadline = time.monotonic() + stores.HEARTBEAT_STALE + 2 * stores.HEARTBEAT_INTERVAL
+    while True:
+        try:
+            lease.claim(store, run)
+            return
+        except RunBusyError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(stores.HEARTBEAT_INTERVAL / 2)
+
