@@ -6,13 +6,17 @@ each task assigned to the clique, among those that hold it, with the largest wei
 similarities of the clique's edges (ties: the clique whose sorted members come first). The tasks assigned
 to one clique form a group. A group's representative is the member with the largest similarity to the
 other members weighted by its share of the model's latency: ``share * sum of similarities`` (ties: the
-larger share, then the lower index). Pure Python: tested and replayed without TVM.
+larger share, then the lower index). :func:`select_tasks` applies it to a model's tasks. Pure Python: tested
+and replayed without TVM.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from tunewise.sharing._similarity import Signature, similarity
 
 THRESHOLD = 0.01
 """The similarity from which two tasks are joined by an edge (the RFC's)."""
@@ -76,3 +80,19 @@ def _maximal_cliques(neighbours: Sequence[set[int]]) -> list[tuple[int, ...]]:
 
     extend(set(), set(range(len(neighbours))), set())
     return found
+
+
+def latency_shares(tasks) -> list[float]:
+    """Each task's share of the model's latency, as :func:`select_tasks` weighs representatives: weight x default
+    latency, or weight x FLOPs while some default latency is unknown or failed (``inf``)."""
+    if all(math.isfinite(t.default_latency) for t in tasks):
+        return [t.weight * t.default_latency for t in tasks]
+    return [t.weight * t.flops for t in tasks]
+
+
+def select_tasks(tasks, signatures: Sequence[Signature], *, threshold: float = THRESHOLD) -> Selection:
+    """:func:`select` over ``tasks`` (with ``weight``, ``flops`` and ``default_latency``: :class:`tunewise.tasks.Task`)
+    whose design spaces have ``signatures`` (:func:`~tunewise.sharing.task_signature`), weighed by
+    :func:`latency_shares`."""
+    matrix = [[similarity(a, b) for b in signatures] for a in signatures]
+    return select(matrix, latency_shares(tasks), threshold=threshold)
