@@ -4,9 +4,11 @@ A :class:`Signature` describes a design space by two things read off a MetaSched
 
 - its *sketch*: the trace's instructions before post-processing, without their decisions and without their
   constant inputs (the parallel extent, which MetaSchedule's mutators change, and the tiling-structure text),
-  as a short hash. Two traces of one design space have the same sketch whatever they sampled, and since
-  ``GetSBlock`` names its block, tasks share a sketch only when the same kind of computation is tiled the same
-  way (a matmul and a convolution never do; a convolution with and without a fused ReLU neither).
+  as a short hash. Look-ups whose results nothing uses (``GetConsumers`` without outputs...) are left out and
+  the random variables renamed in order, as MetaSchedule drops them from the traces it measures. Two traces
+  of one design space have the same sketch whatever they sampled, and since ``GetSBlock`` names its block,
+  tasks share a sketch only when the same kind of computation is tiled the same way (a matmul and a
+  convolution never do; a convolution with and without a fused ReLU neither).
 - its *tile knobs*: for each ``SamplePerfectTile``, the extent of the loop it splits (the product of its
   decision, as the tile is perfect) and its number of parts.
 
@@ -43,16 +45,44 @@ def trace_signature(trace_json) -> Signature:
     """The :class:`Signature` of one trace in MetaSchedule's JSON form (``[instructions, decisions]``)."""
     instructions, decisions = trace_json
     decided = {index: decision for index, decision in decisions}
+    kinds = [i[0] for i in instructions]
+    end = kinds.index("EnterPostproc") if "EnterPostproc" in kinds else len(instructions)
+    used: set[str] = set()
+    kept = []
+    for index in reversed(range(end)):
+        kind, inputs, attrs, outputs = instructions[index]
+        if kind.startswith("Get") and not used.intersection(outputs):
+            continue  # a look-up nothing uses
+        kept.append(index)
+        used.update(_variables(inputs))
+    names: dict[str, str] = {}
+
+    def renamed(x):
+        if isinstance(x, list):
+            return [renamed(y) for y in x]
+        if isinstance(x, str) and _RANDOM_VARIABLE.match(x):
+            return names.setdefault(x, f"{x[0]}{len(names)}")
+        return None  # a constant
+
     shape, tiles = [], []
-    for index, (kind, inputs, attrs, outputs) in enumerate(instructions):
-        if kind == "EnterPostproc":
-            break
-        constant_free = [x if isinstance(x, str) and _RANDOM_VARIABLE.match(x) else None for x in inputs]
-        shape.append([kind, constant_free, attrs, outputs])
+    for index in reversed(kept):
+        kind, inputs, attrs, outputs = instructions[index]
+        shape.append([kind, renamed(inputs), attrs, renamed(outputs)])
         if kind == "SamplePerfectTile" and index in decided:
             tiles.append((math.prod(decided[index]), len(decided[index])))
     sketch = hashlib.sha1(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
     return Signature(frozenset([sketch]), tuple(tiles))
+
+
+def _variables(values) -> list[str]:
+    """The random variables among ``values`` (an instruction's inputs, lists nested)."""
+    found = []
+    for x in values:
+        if isinstance(x, list):
+            found += _variables(x)
+        elif isinstance(x, str) and _RANDOM_VARIABLE.match(x):
+            found.append(x)
+    return found
 
 
 def record_signature(record: str) -> Signature:
