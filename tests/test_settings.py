@@ -27,8 +27,8 @@ def old_form(output: str) -> dict:
 def test_json_round_trip_through_a_store():
     settings = RunSettings(source="/models/m.onnx", scheduler="random", input_shapes={"x": (2, 3)},
                            budget=Budget(max_trials=50, time_budget=90.0, patience=8), trials_per_slot=4,
-                           level="fold-bn", seed=3, evaluator="fixed", cost_model="rfei", share=False,
-                           output="/out", measure=MeasureConfig(number=5, overlap=True))
+                           level="fold-bn", seed=3, evaluator="fixed", cost_model="rfei", share="selective",
+                           warm_start=False, output="/out", measure=MeasureConfig(number=5, overlap=True))
     store = stores.create("sqlite://")
     run = store.create_run("m", "llvm", "random", settings.to_json())
     assert RunSettings.from_json(store.get_run(run).settings) == settings
@@ -38,14 +38,23 @@ def test_json_round_trip_through_a_store():
 def test_an_old_form_gets_the_values_its_run_was_tuned_with():
     settings = RunSettings.from_json(old_form("/out"))
     # the run tuned every task alone (no sharing then), not with today's default
-    assert settings.share is False and RunSettings().share is True
+    assert settings.share == "off" and RunSettings().share == "same-anchor"
+    assert settings.warm_start is False and RunSettings().warm_start is True
     assert settings.runner == "local"
     assert (settings.scheduler, settings.level, settings.evaluator, settings.budget) == (
         "gradient", "fold-bn", "fixed", Budget(max_trials=2))
     # an evaluator or cost model missing: what the code always ran for them, not today's adaptive default
     bare = RunSettings.from_json({k: v for k, v in old_form("/out").items() if k not in ("evaluator", "cost_model")})
     assert (bare.evaluator, bare.cost_model) == ("fixed", "xgb") and RunSettings().evaluator == "adaptive"
-    assert set(ADDED_KEYS) == {"share", "evaluator", "cost_model", "runner"}
+    assert set(ADDED_KEYS) == {"share", "warm_start", "evaluator", "cost_model", "runner", "goal", "energy_budget",
+                               "diminishing", "check_every", "energy_meter", "candidate_filter"}
+
+
+@pytest.mark.parametrize("stored,mode", [(True, "same-anchor"), (False, "off")])
+def test_a_run_stored_with_share_true_or_false_reads_as_the_mode_it_was_tuned_with(stored, mode):
+    settings = RunSettings.from_json({**old_form("/out"), "share": stored})
+    assert settings.share == mode
+    assert RunSettings.from_json(settings.to_json()) == settings and settings.to_json()["share"] == mode
 
 
 @pytest.mark.parametrize("data,expected", [
@@ -68,6 +77,9 @@ def test_settings_that_are_not_a_runs_are_refused_in_one_line(data, expected):
     ({"scheduler": "fastest"}, "unknown scheduler 'fastest'"),
     ({"evaluator": "stopwatch"}, "unknown evaluator 'stopwatch'"),
     ({"cost_model": "oracle"}, "unknown cost model 'oracle'"),
+    ({"share": True}, "unknown sharing mode True; choose one of: off, same-anchor, selective"),
+    ({"share": "sometimes"}, "unknown sharing mode 'sometimes'"),
+    ({"warm_start": "yes"}, "warm start must be true or false"),
     ({"budget": {"max_trials": 3}}, "budget must be a tunewise Budget"),
 ])
 def test_bad_settings_are_refused(changes, expected):
@@ -111,7 +123,22 @@ def test_the_cli_leaves_every_unset_option_to_the_settings_and_shows_their_defau
     # the options given, and those only
     args = cli._parser().parse_args(["tune", "tiny-mlp", "--patience", "5", "--no-share", "--seed", "2"])
     assert RunSettings(source="tiny-mlp", **cli._tune_options(args)) == RunSettings(
-        source="tiny-mlp", budget=dataclasses.replace(defaults.budget, patience=5), share=False, seed=2)
+        source="tiny-mlp", budget=dataclasses.replace(defaults.budget, patience=5), share="off", seed=2)
+    for options, share in ((["--share", "selective"], "selective"), (["--share", "off"], "off"),
+                           (["--no-share", "--share", "off"], "off")):
+        assert cli._tune_options(cli._parser().parse_args(["tune", "m", *options]))["share"] == share
+    assert cli._tune_options(cli._parser().parse_args(["tune", "m", "--no-warm-start"]))["warm_start"] is False
+    assert f"(default {defaults.share}:" in shown
+
+
+@pytest.mark.parametrize("options,expected", [
+    (["--share", "everything"], "tunewise: error: bad --share 'everything': choose one of off, same-anchor, selective"),
+    (["--no-share", "--share", "selective"], "tunewise: error: --no-share is --share off: drop one of"),
+])
+def test_a_bad_sharing_mode_is_one_line_and_exit_2(capsys, options, expected):
+    assert cli.main(["tune", "tiny-mlp", *options]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(expected) and "\n" not in err
 
 
 @pytest.mark.tvm
@@ -131,7 +158,7 @@ def test_resuming_an_old_form_run_stores_it_in_full_and_tunes_it_as_it_was(tmp_p
     run = store.create_run("tiny-mlp", str(target.resolve(None)), "gradient", old_form(out))
     assert cli.main(["tune", "--resume", str(run), "--store", url]) == 0
     stored = store.get_run(run).settings
-    assert stored == {**old_form(out), "share": False, "runner": "local"}
+    assert stored == RunSettings.from_json(old_form(out)).to_json() and stored["share"] == "off"
     with open(f"{out}/metadata.json") as f:
         metadata = json.load(f)
     assert (metadata["evaluator"], metadata["graph_level"], metadata["trials"]) == ("fixed", "fold-bn", 2)

@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-from tunewise import checks, cost_models, energy, filters, graph, noise, runners, schedulers
+from tunewise import checks, cost_models, energy, filters, graph, noise, runners, schedulers, sharing
 from tunewise.errors import InputError, TunewiseError, message_line
 from tunewise.settings import RunSettings
 
@@ -107,8 +107,16 @@ def _parser() -> argparse.ArgumentParser:
                       f"AdaTune; default: {RunSettings.evaluator})")
     tune.add_argument("--cost-model", help=f"what ranks candidates: {', '.join(cost_models.names())} (rfei: "
                       f"AdaTune; default: {RunSettings.cost_model})")
-    tune.add_argument("--no-share", action="store_true",
-                      help="tune every task alone (default: tasks with the same convolution/matmul share schedules)")
+    tune.add_argument("--share", metavar="MODE",
+                      help=f"how tasks share schedules: {', '.join(sharing.MODES)} (default {RunSettings.share}: "
+                           "tasks with the same convolution/matmul start from each other's best schedules; "
+                           "selective: only one representative of each group of similar tasks, whatever their "
+                           "shapes, is searched, the others get its best schedules and are searched only when "
+                           "those do not pay)")
+    tune.add_argument("--no-share", action="store_true", help="the same as --share off")
+    tune.add_argument("--no-warm-start", action="store_true",
+                      help="do not start new tasks from the best records of the most similar workloads other runs "
+                           "stored (they do by default, when the store has such records)")
     tune.add_argument("--graph-level", help=f"graph passes: {', '.join(graph.LEVELS)} "
                       f"(default: {RunSettings.level})")
     tune.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
@@ -191,6 +199,8 @@ def _parser() -> argparse.ArgumentParser:
     tasks.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                        help="shape of an ONNX input with dynamic dimensions")
     tasks.add_argument("--no-measure", action="store_true", help="skip measuring default latencies")
+    tasks.add_argument("--no-groups", action="store_true",
+                       help="skip grouping the tasks as --share selective does (group and representative columns)")
     for command in [*sub.choices.values(), *records_sub.choices.values()]:
         command.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=_VERBOSE)
     return parser
@@ -230,7 +240,7 @@ def _tune_options(args) -> dict:
                "scheduler": args.scheduler, "trials_per_slot": _whole("--trials-per-slot", args.trials_per_slot),
                "level": args.graph_level, "seed": _whole("--seed", args.seed, minimum=0),
                "evaluator": args.evaluator, "cost_model": args.cost_model, "output": args.output,
-               "share": False if args.no_share else None, "goal": args.goal,
+               "share": _share(args), "warm_start": False if args.no_warm_start else None, "goal": args.goal,
                "energy_budget": parse_energy(args.energy_budget) if args.energy_budget is not None else None,
                "diminishing": _number("--diminishing", args.diminishing),
                "check_every": (args.check_every if args.check_every in (None, checks.EPOCH)
@@ -239,15 +249,25 @@ def _tune_options(args) -> dict:
     return {k: v for k, v in options.items() if v is not None and v != {}}
 
 
+def _share(args) -> str | None:
+    """The sharing mode ``--share`` or ``--no-share`` gives (``None``: neither)."""
+    if args.no_share and args.share not in (None, "off"):
+        raise InputError(f"--no-share is --share off: drop one of --no-share and --share {args.share}")
+    if args.share is not None and args.share not in sharing.MODES:
+        raise InputError(f"bad --share {args.share!r}: choose one of {', '.join(sharing.MODES)}")
+    return "off" if args.no_share else args.share
+
+
 def _cmd_tune(args) -> int:
     from tunewise import workflow
     from tunewise.timing import relation
 
     if args.resume is not None:
         own = ("scheduler", "trials_per_slot", "graph_level", "seed", "target", "evaluator", "cost_model", "goal",
-               "energy_budget", "diminishing", "check_every", "energy_meter", "candidate_filter")
+               "energy_budget", "diminishing", "check_every", "energy_meter", "candidate_filter", "share")
         fixed = [f"--{name.replace('_', '-')}" for name in own if getattr(args, name) is not None]
-        fixed += ["--no-share"] if args.no_share else []
+        fixed += [flag for flag, given in (("--no-share", args.no_share), ("--no-warm-start", args.no_warm_start))
+                  if given]
         if fixed or args.input_shape:
             dropped = ", ".join(fixed) or "--input-shape"
             raise InputError(f"--resume continues a run with its own settings; drop {dropped}")
@@ -372,10 +392,22 @@ def _cmd_tasks(args) -> int:
     finally:
         if measurer is not None:
             measurer.close()
-    print(f"{'task':48s} {'weight':>6s} {'MFLOP':>10s} {'default ms':>11s}")
-    for t in model.tasks:
-        print(f"{t.name[:48]:48s} {t.weight:6d} {t.flops / 1e6:10.2f} {t.default_latency * 1e3:11.3f}")
-    print(f"{len(model.tasks)} tasks; untuned estimate {model.untuned_latency() * 1e3:.3f} ms")
+    selection = None
+    if not args.no_groups:
+        from tunewise import sharing
+
+        selection = sharing.select_tasks(model.tasks, [sharing.task_signature(m, target) for m in model.task_mods])
+    print(f"{'task':48s} {'weight':>6s} {'MFLOP':>10s} {'default ms':>11s}"
+          + ("" if selection is None else f" {'group':>5s}  representative"))
+    for k, t in enumerate(model.tasks):
+        line = f"{t.name[:48]:48s} {t.weight:6d} {t.flops / 1e6:10.2f} {t.default_latency * 1e3:11.3f}"
+        if selection is not None:
+            source = selection.source[k]
+            line += f" {selection.group[k]:5d}  " + ("yes" if source is None else f"no: gets task {source}'s")
+        print(line)
+    groups = "" if selection is None else (f"; {sum(s is None for s in selection.source)} representatives "
+                                           "under --share selective (tasks numbered from 0)")
+    print(f"{len(model.tasks)} tasks; untuned estimate {model.untuned_latency() * 1e3:.3f} ms{groups}")
     return 0
 
 

@@ -26,6 +26,12 @@ The rules:
   improvement (an improvement is a slot whose best beats the task's best before it), that proposed
   nothing (its search space is exhausted), or after which the scheduler says the task is retired
   (:meth:`~tunewise.schedulers.TaskScheduler.retired`: the survey scheduler's batches without improvement).
+- Under selective tuning (:class:`~tunewise.sharing.Members`), a group member is held: not live for the
+  scheduler, it is given its representative's best schedules instead. Before the scheduler is asked, a held
+  member due a transfer gets a *transfer slot* (:attr:`Slot.source` set, ``top`` trials at most, no scheduler
+  decision); after it, the member may fall back to being searched. A transfer slot that measured nothing makes
+  the member fall back instead of finishing it. A resumed run tells its stored slots in order, and a slot of a
+  task that was held at that point is a transfer slot, so the scheduler sees the same decisions again.
 - Whole-model latencies the driver measures (:meth:`Ledger.tell_model_latency`) are kept in the snapshot, for
   the stop rules.
 - The scheduler sees a frozen :class:`~tunewise.state.Snapshot` before every slot, resumed slots included, so
@@ -41,6 +47,7 @@ from dataclasses import dataclass, field, replace
 
 from tunewise import stoppers as stop_rules
 from tunewise.errors import InputError
+from tunewise.sharing import Members
 from tunewise.state import Cost, Snapshot, TaskView
 from tunewise.timebudget import SlotPace
 
@@ -91,12 +98,14 @@ def slot_size(snapshot: Snapshot, task: TaskView) -> int:
 @dataclass(frozen=True)
 class Slot:
     """A slot the ledger handed out: slot number ``index`` goes to task ``task`` with ``n`` trials;
-    ``decision_seconds`` is what the scheduler's choice took."""
+    ``decision_seconds`` is what the scheduler's choice took. ``source`` is set for a transfer slot: the task
+    whose best records ``task`` is given (selective tuning)."""
 
     index: int
     task: int
     n: int
     decision_seconds: float = 0.0
+    source: int | None = None
 
 
 @dataclass
@@ -123,14 +132,16 @@ class Ledger:
     ``searching(task, n)`` telling it whether such a slot would run the expensive search. Tasks in
     ``exhausted`` are finished from the start. ``stoppers`` are stop rules (instances or names, see
     :func:`tunewise.stoppers.create`); ``joules()``, when given, is the energy the run has used so far
-    (:meth:`tunewise.energy.EnergyMeter.read`), which they see in the run's :meth:`cost`.
+    (:meth:`tunewise.energy.EnergyMeter.read`), which they see in the run's :meth:`cost`. ``members``
+    (:class:`~tunewise.sharing.Members`) holds the members of selective tuning's groups (or
+    :meth:`set_members`).
     """
 
     def __init__(self, tasks: Sequence, scheduler, budget: Budget, *, trials_per_slot: int = 16,
                  clock: Callable[[], float], seconds_left: Callable[[Snapshot], float] | None = None,
                  pace: SlotPace | None = None, searching: Callable[[int, int], bool] | None = None,
                  exhausted: Iterable[int] = (), stoppers: Iterable = (),
-                 joules: Callable[[], float] | None = None):
+                 joules: Callable[[], float] | None = None, members: Members | None = None):
         if trials_per_slot <= 0:
             raise InputError(f"trials per slot must be positive, got {trials_per_slot}")
         self.tasks = tuple(tasks)
@@ -143,6 +154,7 @@ class Ledger:
         self._searching = searching or (lambda task, n: False)
         self.stoppers = tuple(stop_rules.create(rule) for rule in stoppers)
         self._joules = joules
+        self.members = members
         self._retired = getattr(scheduler, "retired", None)
         self.stopped_by: str | None = None  # the reason of the stop rule that ended the run
         self.measured: list[tuple[float, float]] = []  # (elapsed, model latency) the driver measured
@@ -192,8 +204,11 @@ class Ledger:
         if (limit is not None and self.trials >= limit) or self.seconds_left() <= 0:
             return None
         snapshot = self.snapshot()
-        if not snapshot.live or self._stopped(snapshot):
+        due = None if self.members is None else self.members.due(snapshot.tasks)
+        if (not snapshot.live and due is None) or self._stopped(snapshot):
             return None
+        if due is not None:
+            return self._transfer_slot(snapshot, due)
         task = self._decide(snapshot)
         self.decision_seconds += self.last_decision
         if task is None:
@@ -206,20 +221,46 @@ class Ledger:
             n = fits
         return self._open(task, n)
 
+    def _transfer_slot(self, snapshot: Snapshot, task: int) -> Slot | None:
+        n = min(self.members.top, slot_size(snapshot, snapshot.tasks[task]))
+        self.last_decision = 0.0
+        if self.pace is not None:
+            n = self.pace.trials_that_fit(self.seconds_left(), n, searching=False)
+            if n == 0:
+                return None
+        slot = Slot(self.slots, task, n, 0.0, self.members.source(task))
+        self.slots += 1
+        return slot
+
+    def set_members(self, members: Members) -> None:
+        """Hold the members of selective tuning's groups (:class:`~tunewise.sharing.Members`): only before any
+        slot is told."""
+        if len(self.history) > 1 or any(p.best_history for p in self._progress):
+            raise RuntimeError("members are set before any slot is told")
+        self.members = members
+
     def recorded(self, index: int, task: int, trials: int) -> Slot:
         """Slot number ``index``, which the run already measured (``trials`` trials of ``task``, as the store
-        holds it): the scheduler is shown the run as it was, and the choice the run made is taken. Slots
-        handed out later are numbered after every recorded one."""
-        self._decide(self.snapshot(), check=False)
+        holds it): the scheduler is shown the run as it was, and the choice the run made is taken; a slot of a
+        held member is its transfer slot, which the scheduler did not choose. Slots handed out later are
+        numbered after every recorded one."""
         self.slots = max(self.slots, index + 1)
+        source = None if self.members is None else self.members.source(task)
+        if source is not None:
+            return Slot(index, task, trials, 0.0, source)
+        self._decide(self.snapshot(), check=False)
         return Slot(index, task, trials, self.last_decision)
 
     def tell(self, slot: Slot, latencies: Sequence[float], *, exhausted: bool = False) -> None:
         """What ``slot`` measured: one latency in seconds per trial (``inf`` for a failure). No latencies, or
-        ``exhausted``, finish the task: its search space has nothing more to propose."""
+        ``exhausted``, finish the task: its search space has nothing more to propose; no latencies for a transfer
+        slot (:attr:`Slot.source`) make the member fall back to being searched instead."""
         progress = self._progress[slot.task]
         if not latencies:
-            progress.finished = True
+            if slot.source is not None:
+                self.members.told(self._view(slot.task), self._view(slot.source), [])
+            else:
+                progress.finished = True
             return
         before = progress.best
         best = min([before, *latencies])
@@ -234,6 +275,8 @@ class Ledger:
                 or (b.patience is not None and progress.since_improvement >= b.patience)
                 or (self._retired is not None and self._retired(self._view(slot.task)))):
             progress.finished = True
+        if slot.source is not None:
+            self.members.told(self._view(slot.task), self._view(slot.source), latencies)
         self.history.append((self.clock(), self.snapshot().estimated_latency()))
 
     def set_default_latencies(self, latencies: Sequence[float]) -> None:
@@ -258,7 +301,8 @@ class Ledger:
     def _view(self, i: int) -> TaskView:
         t, p = self.tasks[i], self._progress[i]
         return TaskView(i, t.name, t.weight, t.flops, t.default_latency, tuple(p.best_history),
-                        tuple(p.trials_history), p.trials, p.failures, p.finished)
+                        tuple(p.trials_history), p.trials, p.failures, p.finished,
+                        None if self.members is None else self.members.source(i))
 
     def _stopped(self, snapshot: Snapshot) -> bool:
         if not self.stoppers:

@@ -105,7 +105,8 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
     every = settings.checks_every
     return session.Session(model, scheduler, settings.budget, measurer, store, run,
                            trials_per_slot=settings.trials_per_slot, seed=settings.seed,
-                           cost_model=settings.cost_model, share=settings.share, callbacks=callbacks, owner=owner,
+                           cost_model=settings.cost_model, share=settings.share,
+                           warm_start=settings.warm_start, callbacks=callbacks, owner=owner,
                            deadline=deadline, stoppers=stop_rules(settings, goal),
                            meter=meter,
                            checker=None if every is None else ModelCheck(every, goal=goal),

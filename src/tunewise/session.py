@@ -14,10 +14,17 @@ tuning time, trials per task, per-task patience), slot sizes, and when a task is
 the slots before it predict (:class:`tunewise.timebudget.SlotPace`). Failed candidates count against the
 budgets and are reported separately.
 
-Tasks that share their main computation (the same convolution with different fused epilogues) share
-schedules (:mod:`tunewise.sharing`): before a task's slot is searched, the best records of its group-mates
-that beat its own best are transferred to it, and such a slot measures only those. They are real trials of
-the task, and its search then seeds from them.
+Tasks share schedules as the ``share`` mode says (:mod:`tunewise.sharing`). Under ``"same-anchor"``, tasks
+that share their main computation (the same convolution with different fused epilogues) help each other:
+before a task's slot is searched, the best records of its group-mates that beat its own best are transferred
+to it, and such a slot measures only those. Under ``"selective"``, the default latencies are measured first,
+the tasks are grouped by the similarity of their design spaces (:func:`tunewise.sharing.select_tasks`) and
+the ledger holds every group member that is not its representative (:class:`tunewise.sharing.Members`): a
+member's slots are transfer slots, which measure its representative's best records fitted to its shape
+(:func:`tunewise.sharing.transfer_across`), until it falls back to a search of its own. With ``warm_start``,
+a task's first slot measures the best records of the most similar workloads that other runs stored
+(:func:`tunewise.sharing.warm_sources`) when there are any. Transferred schedules are real trials of the task,
+and its search then seeds from them.
 
 A new run whose model comes without default latencies (:attr:`~tunewise.tasks.ExtractedModel.defaults_measured`)
 starts at once: its first slot goes to the heaviest task by FLOPs (:func:`tunewise.schedulers.heaviest_by_flops`),
@@ -70,7 +77,7 @@ class SlotEvent:
     search_seconds: float
     measure_seconds: float
     decision_seconds: float
-    shared: int = 0  # trials that were group-mates' schedules transferred (:mod:`tunewise.sharing`)
+    shared: int = 0  # trials that were schedules transferred from other tasks or runs (:mod:`tunewise.sharing`)
     joules: float | None = None  # energy the slot used (None: not metered)
     run_joules: float | None = None  # energy the run has used so far, this slot included
     joules_estimated: bool = False  # the meter estimates rather than measures
@@ -222,11 +229,14 @@ class Session:
     between slots when it is due; each point is stored (:meth:`~tunewise.stores.Store.add_model_latency`)
     and told to the ledger. ``candidate_filter`` (:mod:`tunewise.filters`) is told every measured trial and
     skips proposals before they are measured; the search proposes others in their place (transferred
-    schedules are never skipped), and each slot's skipped count is stored with it.
+    schedules are never skipped), and each slot's skipped count is stored with it. ``share`` is a
+    :data:`tunewise.sharing.MODES` name and ``warm_start`` lets new tasks start from other runs' records (see
+    the module docstring).
     """
 
     def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int, *, trials_per_slot: int = 16,
-                 search_batch: int = 64, cost_model=None, seed: int = 0, share: bool = True,
+                 search_batch: int = 64, cost_model=None, seed: int = 0, share: str = "same-anchor",
+                 warm_start: bool = True,
                  callbacks: Sequence[Callback | str] = (), owner: str | None = None,
                  deadline: Callable[[Snapshot], float] | None = None, stoppers: Sequence = (),
                  meter: EnergyMeter | None = None, checker: ModelCheck | None = None,
@@ -235,6 +245,8 @@ class Session:
 
         if not budget.bounded:
             raise InputError("set a budget: trials, time or trials per task")
+        if share not in sharing.MODES:
+            raise InputError(f"unknown sharing mode {share!r}; choose one of: {', '.join(sharing.MODES)}")
         self.model = model
         self.scheduler = scheduler
         self.budget = budget
@@ -254,7 +266,12 @@ class Session:
                                       max(search_batch, trials_per_slot))
                           for i, (t, m) in enumerate(zip(model.tasks, model.task_mods, strict=True))]
         self._workloads = [self.database.workload_id(m, commit=True) for m in model.task_mods]
-        self.offers = sharing.Offers([sharing.anchor_key(m) for m in model.task_mods]) if share else None
+        self.share, self.warm_start = share, warm_start
+        self.offers = (sharing.Offers([sharing.anchor_key(m) for m in model.task_mods]) if share == "same-anchor"
+                       else None)
+        self.selection: sharing.Selection | None = None  # the groups of selective tuning, once chosen
+        self._signatures: dict[int, sharing.Signature] = {}
+        self._foreign: list[tuple[int, sharing.Signature]] | None = None  # other workloads' best records
         self.shared = 0  # trials that were transferred schedules
         self._offset = 0.0  # tuning time of earlier sessions of the run
         self._start = None
@@ -307,12 +324,14 @@ class Session:
         if not stored:
             if self.model.defaults_measured:
                 self._add_tasks()
+                self._select()
             return
         if [t.workload for t in stored] != self._workloads:
             raise InputError(f"run {self.run_id} tuned other tasks than {self.model.name} has now "
                              "(different model, graph level or target); start a new run")
         self.model = self.model.with_default_latencies(t.default_latency for t in stored)
         self.ledger.set_default_latencies([t.default_latency for t in self.model.tasks])
+        self._select()
         by_slot = defaultdict(list)
         for trial in self.store.get_trials(self.run_id):
             by_slot[trial.slot].append(trial)
@@ -350,6 +369,20 @@ class Session:
         self.model = tasks.measure_defaults(self.model, self.measurer)
         self.ledger.set_default_latencies([t.default_latency for t in self.model.tasks])
         self._add_tasks()
+        self._select()
+
+    def _select(self) -> None:
+        """Under selective sharing, group the tasks (their default latencies known) and hold the members."""
+        if self.share != "selective":
+            return
+        signatures = [self._signature(k) for k in range(len(self.model.tasks))]
+        self.selection = sharing.select_tasks(self.model.tasks, signatures)
+        self.ledger.set_members(sharing.Members(self.selection.source))
+
+    def _signature(self, k: int) -> sharing.Signature:
+        if k not in self._signatures:
+            self._signatures[k] = sharing.task_signature(self.model.task_mods[k], self.model.target)
+        return self._signatures[k]
 
     # -- acting ------------------------------------------------------------------------------------------
     def run(self) -> Snapshot:
@@ -363,7 +396,10 @@ class Session:
         self._start = time.perf_counter()
         try:
             if not self.model.defaults_measured:
-                self._open()
+                if self.share == "selective":  # the groups' representatives are chosen by latency
+                    self._measure_defaults()
+                else:
+                    self._open()
             while True:
                 interrupts.raise_if_stopped()
                 slot = self.ledger.ask()
@@ -410,7 +446,7 @@ class Session:
         """Propose, measure and record ``slot``. An ``opening`` slot (the ledger did not hand it out) is followed
         by the default latencies, and then recorded as the run's choice (:meth:`Ledger.recorded`)."""
         k, n, search = slot.task, slot.n, self._searches[slot.task]
-        searching = search.searches(n, untrained=not self.trials)
+        searching = slot.source is None and search.searches(n, untrained=not self.trials)
         before = dataclasses.replace(self.snapshot(), slot=slot.index)  # the run as the slot in flight found it
 
         readings = {}  # the run's joules as each phase of the slot began
@@ -422,8 +458,15 @@ class Session:
         on_phase("search")
         slot_start, slot_joules = time.perf_counter(), readings["search"]
         max_trials = self.budget.per_task_trials or self.budget.max_trials or 1_000_000
-        shared = search.adopt(self._transfers(k, n), self.database, self.cost_model, max_trials)
-        proposed = shared or search.propose(n, self.database, self.cost_model, max_trials, untrained=not self.trials)
+        if slot.source is not None:  # a held member's transfer slot: its representative's records, or nothing
+            shared = search.adopt(self._member_transfers(k, slot.source, n), self.database, self.cost_model,
+                                  max_trials)
+            proposed = shared
+        else:
+            shared = search.adopt(self._transfers(k, n) or self._warm(k, n), self.database, self.cost_model,
+                                  max_trials)
+            proposed = shared or search.propose(n, self.database, self.cost_model, max_trials,
+                                                untrained=not self.trials)
         skipped = 0
         if self.filter is not None and proposed and not shared:
             proposed, skipped = self._unfiltered(k, n, proposed, max_trials)
@@ -446,7 +489,7 @@ class Session:
             interrupts.raise_if_stopped()
             slot = self.ledger.recorded(slot.index, k, len(proposed))
             slot_start += time.perf_counter() - defaults_start  # they are not the slot's
-        if not proposed:  # space exhausted (or no room left under the per-task budget)
+        if not proposed:  # space exhausted (or no room left under the per-task budget); a member falls back
             self.ledger.tell(slot, [])
             self.store.add_trials(self.run_id, [], Checkpoint(
                 slot.index, k, 0, self.elapsed, time.perf_counter() - slot_start,
@@ -516,6 +559,49 @@ class Session:
         for candidate, trial in self.offers.pending(k, self.ledger.best(k), records_of)[:n]:
             self.offers.given(k, candidate)
             sch = sharing.transfer(self.database.record(trial).trace, self.model.task_mods[k], self.model.target)
+            if sch is not None:
+                schedules.append(sch)
+        return schedules
+
+
+    def _member_transfers(self, k: int, source: int, n: int) -> list:
+        """Up to ``n`` schedules of held member ``k`` made from the best records of its representative ``source``
+        (fitted to its shape), none of them measured in the run: the next records are tried in place of those
+        that do not transfer or were measured already, up to ``n + 4`` records."""
+        from tunewise.stores._database import module_hash
+
+        mod, target, seen = self.model.task_mods[k], self.model.target, self._searches[k].seen
+        postprocs = sharing.postprocessors(mod, target)
+        schedules, keys = [], set()
+        for trial in self.store.top_trials(self._workloads[source], n + 4, self.database.target):
+            sch = sharing.transfer_across(self.database.record(trial).trace, mod, target, postprocs)
+            if sch is not None and (key := module_hash(sch.mod)) not in seen and key not in keys:
+                schedules.append(sch)
+                keys.add(key)
+                if len(schedules) == n:
+                    break
+        return schedules
+
+    def _warm(self, k: int, n: int) -> list:
+        """With warm start, for a task that has no trial in the run yet: schedules made from the best record of
+        each of the (at most ``n``, at most 4) stored workloads of other tasks most similar to it, fitted to
+        its shape."""
+        if not self.warm_start or self.ledger.snapshot().tasks[k].trials or self._searches[k].seen:
+            return []
+        if self._foreign is None:
+            own, target = set(self._workloads), self.database.target
+            self._foreign = [(w, sharing.record_signature(best[0].record))
+                             for w in self.store.ranked_workloads(target) if w not in own
+                             and (best := self.store.top_trials(w, 1, target))]
+        if not self._foreign:
+            return []
+        mod, target = self.model.task_mods[k], self.model.target
+        postprocs = None
+        schedules = []
+        for workload in sharing.warm_sources(self._signature(k), self._foreign, limit=min(n, 4)):
+            postprocs = postprocs or sharing.postprocessors(mod, target)
+            trial = self.store.top_trials(workload, 1, self.database.target)[0]
+            sch = sharing.transfer_across(self.database.record(trial).trace, mod, target, postprocs)
             if sch is not None:
                 schedules.append(sch)
         return schedules

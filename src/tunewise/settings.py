@@ -5,12 +5,14 @@
 :func:`tunewise.resume`. Its field defaults are the defaults of all of them.
 
 Runs stored with fewer keys are read by :meth:`RunSettings.from_json` with the value each such run was tuned
-with (:data:`ADDED_KEYS`): ``share`` false (runs stored before schedule sharing existed tuned every task
-alone), ``evaluator`` ``"fixed"`` and ``cost_model`` ``"xgb"`` (what tunewise ran for settings without them),
+with (:data:`ADDED_KEYS`): ``share`` ``"off"`` (runs stored before schedule sharing existed tuned every task
+alone), ``warm_start`` false (no run started from other runs' records before warm starts existed),
+``evaluator`` ``"fixed"`` and ``cost_model`` ``"xgb"`` (what tunewise ran for settings without them),
 ``runner`` ``"local"`` (the only runner there was), no stop rule and no model checks (``goal``,
 ``energy_budget``, ``diminishing``, ``check_every`` ``None``), the ``"auto"`` energy meter and no candidate
-filter. Every other
-key has been stored since runs had settings, so settings without one are not a tuning run's, and are refused.
+filter. A ``share`` stored as true or false (the form before sharing had modes) reads as ``"same-anchor"`` or
+``"off"``, what those runs were tuned with. Every other key has been stored since runs had settings, so
+settings without one are not a tuning run's, and are refused.
 
 >>> settings = RunSettings(source="tiny-mlp", budget=Budget(max_trials=32))
 >>> RunSettings.from_json(settings.to_json()) == settings
@@ -25,16 +27,16 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tunewise import candidate_runners, cost_models, energy, filters, graph, runners, schedulers
+from tunewise import candidate_runners, cost_models, energy, filters, graph, runners, schedulers, sharing
 from tunewise.checks import DEFAULT_EVERY, EPOCH
 from tunewise.errors import InputError
 from tunewise.goals import Goal
 from tunewise.measure import MeasureConfig
 from tunewise.session import Budget
 
-ADDED_KEYS: Mapping[str, object] = {"share": False, "evaluator": "fixed", "cost_model": "xgb", "runner": "local",
-                                    "goal": None, "energy_budget": None, "diminishing": None, "check_every": None,
-                                    "energy_meter": "auto", "candidate_filter": None}
+ADDED_KEYS: Mapping[str, object] = {"share": "off", "warm_start": False, "evaluator": "fixed", "cost_model": "xgb",
+                                    "runner": "local", "goal": None, "energy_budget": None, "diminishing": None,
+                                    "check_every": None, "energy_meter": "auto", "candidate_filter": None}
 """Keys a stored run may lack, each with the value the runs stored without it were tuned with."""
 
 
@@ -46,8 +48,10 @@ class RunSettings:
     resume); ``scheduler`` a :mod:`tunewise.schedulers` name (``None``: a scheduler object); ``input_shapes``
     maps ONNX input names to shapes; ``level`` is the graph level (:data:`tunewise.graph.LEVELS`);
     ``evaluator``, ``cost_model`` and ``runner`` are names for :func:`tunewise.runners.create`,
-    :func:`tunewise.cost_models.create` and :func:`tunewise.candidate_runners.create`; ``share`` lets tasks of
-    one anchor share schedules (:mod:`tunewise.sharing`); ``output`` is the artifact folder (``None``:
+    :func:`tunewise.cost_models.create` and :func:`tunewise.candidate_runners.create`; ``share`` is how tasks share
+    schedules (:data:`tunewise.sharing.MODES`: ``"off"``, ``"same-anchor"``, ``"selective"``), and ``warm_start``
+    lets a new task start from the best records of the most similar workloads of other runs in the store
+    (:mod:`tunewise.sharing`); ``output`` is the artifact folder (``None``:
     ``tunewise-out/MODEL``).
 
     Stop rules (:mod:`tunewise.stoppers`), for any scheduler: ``goal`` (:class:`tunewise.goals.Goal` text:
@@ -71,7 +75,8 @@ class RunSettings:
     seed: int = 0
     evaluator: str = runners.DEFAULT
     cost_model: str = "xgb"
-    share: bool = True
+    share: str = "same-anchor"
+    warm_start: bool = True
     output: str | None = None
     measure: MeasureConfig = MeasureConfig()
     runner: str = candidate_runners.DEFAULT
@@ -92,8 +97,10 @@ class RunSettings:
             raise InputError(f"trials per slot must be positive, got {self.trials_per_slot}")
         if not _whole(self.seed) or self.seed < 0:
             raise InputError(f"seed must be a whole number of at least 0, got {self.seed!r}")
-        if not isinstance(self.share, bool):
-            raise InputError(f"share must be true or false, got {self.share!r}")
+        if self.share not in sharing.MODES:
+            raise InputError(f"unknown sharing mode {self.share!r}; choose one of: {', '.join(sharing.MODES)}")
+        if not isinstance(self.warm_start, bool):
+            raise InputError(f"warm start must be true or false, got {self.warm_start!r}")
         if self.level not in graph.LEVELS:
             raise InputError(f"unknown graph level {self.level!r}; choose one of: {', '.join(graph.LEVELS)}")
         if self.goal is not None:
@@ -157,6 +164,8 @@ class RunSettings:
             raise InputError(f"the run's settings hold keys this version of tunewise does not know: "
                              f"{', '.join(unknown)}")
         values = {**ADDED_KEYS, **data}
+        if isinstance(values["share"], bool):  # the form of runs stored before sharing had modes
+            values["share"] = "same-anchor" if values["share"] else "off"
         for key, kind in (("budget", Budget), ("measure", MeasureConfig)):
             try:
                 values[key] = kind(**values[key])

@@ -2,7 +2,8 @@
 
 A :class:`Snapshot` is an immutable value built by the session after every slot. It holds, per task, the
 static facts (weight, FLOPs, default latency) and what tuning has found so far (best latency after each
-of the task's slots, trials and failures used, whether the task is finished), plus the run-wide counters and
+of the task's slots, trials and failures used, whether the task is finished, and, under selective tuning,
+the representative whose schedules it is given instead of being searched), plus the run-wide counters and
 the whole-model latencies a driver measured. :class:`Cost` is what the run has spent so far.
 Nothing in here touches TVM, so every decision made from a snapshot can be tested and replayed without it.
 
@@ -21,6 +22,8 @@ class TaskView:
 
     ``best_history[i]`` is the task's best measured latency after its ``i``-th slot (so it is
     non-increasing, ``inf`` until a candidate ran), and ``trials_history[i]`` the task's trials after it.
+    ``source`` is the task whose best schedules it is given instead of being searched (selective tuning,
+    :mod:`tunewise.sharing`), ``None`` when it is searched.
     """
 
     index: int
@@ -33,6 +36,7 @@ class TaskView:
     trials: int = 0
     failures: int = 0
     finished: bool = False
+    source: int | None = None
 
     @property
     def slots(self) -> int:
@@ -76,8 +80,9 @@ class Snapshot:
 
     @property
     def live(self) -> tuple[TaskView, ...]:
-        """Tasks that may still be chosen."""
-        return tuple(t for t in self.tasks if not t.finished)
+        """Tasks a scheduler may still choose: unfinished, and searched rather than given another task's
+        schedules."""
+        return tuple(t for t in self.tasks if not t.finished and t.source is None)
 
     def estimated_latency(self) -> float:
         """Model latency estimate: the weighted sum of each task's current latency."""

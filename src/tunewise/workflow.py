@@ -45,7 +45,7 @@ class TuneResult:
     estimated_latency: float
     max_error: float
     torch_latency: float | None = None  # PyTorch eager (of the module, zoo model or .pt2 program)
-    shared: int = 0  # trials that were schedules transferred between tasks of one anchor (tunewise.sharing)
+    shared: int = 0  # trials that were schedules transferred from other tasks or runs (tunewise.sharing)
     history: tuple[tuple[float, float], ...] = field(default=())
     run: int | None = None  # the run's id in the store
     phase_seconds: dict[str, float] = field(default_factory=dict)  # wall time of import, extract, tune, compile
@@ -64,7 +64,8 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
          output: str | None = None, level: str = RunSettings.level, seed: int = RunSettings.seed,
          measure_config: measure.MeasureConfig | None = None, callbacks: Sequence[Callback | str] = (),
          compare_torch: bool = True, store=None, evaluator: str = RunSettings.evaluator,
-         cost_model: str = RunSettings.cost_model, share: bool = RunSettings.share,
+         cost_model: str = RunSettings.cost_model, share: str = RunSettings.share,
+         warm_start: bool = RunSettings.warm_start,
          runner: str = RunSettings.runner, progress: bool | None = None, goal: str | None = None,
          energy_budget: float | None = None, diminishing: float | None = None, check_every: float | None = None,
          energy_meter: str = RunSettings.energy_meter, candidate_filter: str | None = None) -> TuneResult:
@@ -74,8 +75,12 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
     trials; ``measure_config`` None: the default :class:`~tunewise.measure.MeasureConfig`); a scheduler may
     also be a scheduler object. ``evaluator`` (:func:`tunewise.runners.create`) times the candidates,
     ``cost_model`` (:func:`tunewise.cost_models.create`) ranks them for the search and ``runner``
-    (:func:`tunewise.candidate_runners.create`) runs them. With ``share``, tasks with the same anchor
-    computation start from each other's best schedules (:mod:`tunewise.sharing`). ``goal``,
+    (:func:`tunewise.candidate_runners.create`) runs them. ``share`` says how tasks share schedules
+    (:data:`tunewise.sharing.MODES`): ``"off"``; ``"same-anchor"``, tasks with the same anchor computation start
+    from each other's best schedules; ``"selective"``, only the representatives of groups of similar tasks are
+    searched, and the other members are given their best schedules (searched themselves only when that does
+    not pay). With ``warm_start``, a new task starts from the best records of the most similar workloads of
+    other runs in the store (:mod:`tunewise.sharing`). ``goal``,
     ``energy_budget``, ``diminishing``, ``check_every``, ``energy_meter`` and ``candidate_filter`` are the stop
     rules, whole-model checks, energy meter and candidate filter of :class:`~tunewise.settings.RunSettings`.
 
@@ -95,7 +100,7 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
     settings = RunSettings(
         source=source if isinstance(source, str) else None, scheduler=scheduler if isinstance(scheduler, str) else None,
         input_shapes=input_shapes or {}, budget=budget or RunSettings.budget, trials_per_slot=trials_per_slot,
-        level=level, seed=seed, evaluator=evaluator, cost_model=cost_model, share=share,
+        level=level, seed=seed, evaluator=evaluator, cost_model=cost_model, share=share, warm_start=warm_start,
         output=os.path.abspath(output) if output else None, measure=measure_config or RunSettings.measure,
         runner=runner, goal=goal, energy_budget=energy_budget, diminishing=diminishing, check_every=check_every,
         energy_meter=energy_meter, candidate_filter=candidate_filter)

@@ -126,6 +126,10 @@ def test_top_trials_rank_as_metaschedule_does(store):
     assert [t.latency for t in store.top_trials(w, 10, "cpu")] == [1e-3, 1e-3, 3e-3]
     assert [t.latency for t in store.top_trials(w, 2, "cpu")] == [1e-3, 1e-3]
     assert store.top_trials(w, 10, "tpu") == [] and [t.latency for t in store.top_trials(v, 10)] == [1e-4]
+    u = store.commit_workload("0000000000000003", "3", equal_to("3"))
+    store.add_trials(run, [trial(u, error="run"), trial(u, 1e-5, instructions=[])])  # nothing ranked
+    assert store.ranked_workloads() == [w, v] and store.ranked_workloads("gpu") == [w]
+    assert store.ranked_workloads("tpu") == []
 
 
 def test_ranking_latency():

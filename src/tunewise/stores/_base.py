@@ -281,6 +281,11 @@ class Store(abc.ABC):
         first: those with a :func:`ranking_latency`, by it; ties in the order they were added."""
 
     @abc.abstractmethod
+    def ranked_workloads(self, target: str | None = None) -> list[int]:
+        """The ids of the workloads (of every run) that have a trial :meth:`top_trials` ranks (on ``target``
+        when given), in id order."""
+
+    @abc.abstractmethod
     def count_trials(self) -> int:
         """How many trials the store holds, over all runs."""
 

@@ -345,6 +345,13 @@ class SQLAlchemyStore(Store):
         with self._engine.connect() as conn:
             return [self._trial(row) for row in conn.execute(query)]
 
+    def ranked_workloads(self, target: str | None = None) -> list[int]:
+        query = select(s.trials.c.workload_id).where(s.trials.c.latency.is_not(None)).distinct()
+        if target is not None:
+            query = query.where(s.trials.c.target == target)
+        with self._engine.connect() as conn:
+            return sorted(row.workload_id for row in conn.execute(query))
+
     def count_trials(self) -> int:
         with self._engine.connect() as conn:
             return conn.execute(select(func.count()).select_from(s.trials)).scalar_one()

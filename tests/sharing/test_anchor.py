@@ -64,7 +64,7 @@ def test_convolutions_of_one_shape_share_an_anchor(twin):
 
 
 @pytest.mark.tvm
-@pytest.mark.parametrize("share", [True, False])
+@pytest.mark.parametrize("share", ["same-anchor", "off"])
 def test_a_mate_first_measures_the_transferred_schedules(twin, measurer, share):
     from tunewise import compile as compiler
     from tunewise import schedulers, session, stores
@@ -81,7 +81,7 @@ def test_a_mate_first_measures_the_transferred_schedules(twin, measurer, share):
     events = log.events
     first, second = events[0], events[1]
     assert first.shared == 0 and first.trials == 4
-    if not share:
+    if share == "off":
         assert second.shared == 0 and second.trials == 4 and loop.shared == 0
         return
     # the mate's two best records, transferred: measured as its own trials, before any search
@@ -136,7 +136,7 @@ def test_dynatune_sees_the_transferred_trials_of_a_mate(twin, measurer):
     scheduler = Watching(seed=0, n_walkers=8, n_steps=40, burn_in=20)
     log = callbacks.SlotLog()
     loop = session.Session(model, scheduler, session.Budget(max_trials=10), measurer, store, run, trials_per_slot=4,
-                           share=True, callbacks=[log])
+                           share="same-anchor", callbacks=[log])
     final = loop.run()
     events = log.events
     assert final.trials == 10 and len(store.get_trials(run)) == 10 and loop.shared == 2

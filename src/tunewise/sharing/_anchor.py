@@ -1,4 +1,4 @@
-"""Schedule sharing between tasks that run the same main computation with different fused epilogues.
+"""Same-anchor sharing: tasks that run the same main computation with different fused epilogues.
 
 Fusion makes one task per distinct chain of operators, so a network that applies one convolution shape in
 several places yields several tasks that differ only in what is fused after the convolution (a bias, a
@@ -12,9 +12,6 @@ parallelisation and vectorisation, and its other blocks are inlined (:func:`tran
 that to measure the group's best schedules on a member before searching it (:class:`Offers`): each
 transferred schedule is a real, measured trial of the member, and it is committed to the store under the
 member's own workload, so the member's evolutionary search then starts from it.
-
-This is the "anchor-block" case of selective tuning (``../shared/ALGORITHMS.md``, s. 5). Transfer between
-different shapes is not done here.
 """
 
 from __future__ import annotations

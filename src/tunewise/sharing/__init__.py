@@ -1,0 +1,27 @@
+"""Schedule sharing between tasks (``../shared/ALGORITHMS.md``, s. 5), in three modes (:data:`MODES`):
+
+- ``"off"``: every task is tuned alone.
+- ``"same-anchor"``: tasks that run the same main computation with different fused epilogues give each other
+  their best schedules before they are searched (:mod:`tunewise.sharing._anchor`); every task is searched.
+- ``"selective"``: the TVM RFC "Selective tuning". Tasks are grouped by the similarity of their design spaces,
+  whatever their shapes (:func:`similarity`, :func:`select_tasks`); only each group's representative is searched, and
+  the other members are given its best schedules fitted to their own shapes (:func:`transfer_across`),
+  falling back to a search of their own when that does not pay (:class:`Members`).
+
+Independently of the mode, a task's first slot can start from the best records of the most similar workloads
+other runs tuned in the same store (:func:`warm_sources`).
+"""
+
+from tunewise.sharing._anchor import Offers, anchor_key, groups, transfer
+from tunewise.sharing._members import SHORTFALL, Members
+from tunewise.sharing._selection import THRESHOLD, Selection, latency_shares, select, select_tasks
+from tunewise.sharing._similarity import Signature, record_signature, similarity, task_signature
+from tunewise.sharing._transfer import nearest_factors, postprocessors, transfer_across
+from tunewise.sharing._warm import warm_sources
+
+MODES = ("off", "same-anchor", "selective")
+"""The sharing modes, in the order ``--share`` lists them."""
+
+__all__ = ["MODES", "SHORTFALL", "THRESHOLD", "Members", "Offers", "Selection", "Signature", "anchor_key",
+           "groups", "latency_shares", "nearest_factors", "postprocessors", "record_signature", "select",
+           "select_tasks", "similarity", "task_signature", "transfer", "transfer_across", "warm_sources"]

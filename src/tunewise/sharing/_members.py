@@ -1,0 +1,72 @@
+"""The rules of selective tuning's members: when a member is given its representative's schedules, and when it
+falls back to a search of its own. Pure Python over frozen task views: the run's ledger applies them.
+
+A member of a group (:class:`~tunewise.sharing.Selection`) is not searched; it is *held*. A held member is due
+a transfer when its representative has a valid best latency that beats the representative's best at the
+member's previous transfer (any valid best, for the first): it is then given the representative's ``top``
+best records, fitted to its shape (:func:`~tunewise.sharing.transfer_across`), as a slot of its own.
+
+After each such slot the member falls back, for good, to a search under the scheduler like any task when:
+
+- the slot measured nothing (no record transferred, or those transferred had all been measured already), or
+  every transferred schedule failed;
+- its best is no faster than its untuned (default) latency;
+- it falls short of what its group predicts: its speed-up over its default latency is less than
+  ``shortfall`` (0.5) times its representative's.
+
+Everything here follows from the slots told, in order, so a resumed run, told the slots the store holds,
+comes back to the same state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from tunewise.state import TaskView
+
+SHORTFALL = 0.5
+"""A member falls back when its speed-up is below this fraction of its representative's."""
+
+
+class Members:
+    """Held members and their transfers (see the module docstring). ``sources[k]`` is the representative task
+    ``k`` takes schedules from (``None``: ``k`` is searched); ``top`` is how many records a transfer gives."""
+
+    def __init__(self, sources: Sequence[int | None], *, top: int = 1, shortfall: float = SHORTFALL):
+        if top <= 0:
+            raise ValueError(f"a transfer gives at least one record, not {top}")
+        self.sources = tuple(sources)
+        self.top = top
+        self.shortfall = shortfall
+        self._given = [math.inf] * len(self.sources)  # the representative's best at the member's last transfer
+        self.fallen: set[int] = set()
+
+    def source(self, k: int) -> int | None:
+        """The representative task ``k`` is held for, or ``None`` when it is searched (a representative, a task
+        alone in its group, or a member that fell back)."""
+        return None if k in self.fallen else self.sources[k]
+
+    def due(self, tasks: Sequence[TaskView]) -> int | None:
+        """The first held, unfinished member due a transfer, or ``None``."""
+        for view in tasks:
+            r = self.source(view.index)
+            if r is not None and not view.finished and tasks[r].best < self._given[view.index]:
+                return view.index
+        return None
+
+    def told(self, member: TaskView, representative: TaskView, latencies: Sequence[float]) -> None:
+        """A transfer slot of ``member`` measured ``latencies`` (``member`` as it is after the slot,
+        ``representative`` as it was given)."""
+        self._given[member.index] = representative.best
+        if not any(math.isfinite(x) for x in latencies):
+            self.fallen.add(member.index)
+            return
+        best, default = member.best, member.default_latency
+        if best >= default:
+            self.fallen.add(member.index)
+            return
+        r_best, r_default = representative.best, representative.default_latency
+        if math.isfinite(default) and math.isfinite(r_default) and r_best > 0:
+            if default / best < self.shortfall * (r_default / r_best):
+                self.fallen.add(member.index)

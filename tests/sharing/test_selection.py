@@ -1,0 +1,105 @@
+"""Selective tuning without TVM: cliques and representatives, the members' rules, and the ledger's transfer slots."""
+
+import math
+
+import pytest
+
+from tunewise import sharing
+from tunewise.ledger import Budget, Ledger
+from tunewise.state import TaskView
+from tunewise.tasks import Task
+
+
+def test_tasks_join_the_heaviest_clique_and_the_representative_weighs_similarity_by_latency():
+    # 0-1-2 a triangle, 2-3 an edge, 4 alone; 5 is similar to 4 only below the threshold
+    m = [[1, .5, .4, 0, 0, 0], [.5, 1, .3, 0, 0, 0], [.4, .3, 1, .9, 0, 0], [0, 0, .9, 1, 0, 0],
+         [0, 0, 0, 0, 1, .005], [0, 0, 0, 0, .005, 1]]
+    selection = sharing.select(m, [1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+    # the triangle weighs 1.2, the edge 2-3 0.9: task 2 joins the triangle, task 3 is left alone
+    assert selection.group == (0, 0, 0, 3, 4, 5)
+    assert selection.source == (None, 0, 0, None, None, None)  # 0 has the largest similarity sum (0.9)
+    heavy = sharing.select(m, [1.0, 1.0, 10.0, 1.0, 1.0, 1.0])  # task 2's latency share outweighs it
+    assert heavy.source == (2, 2, None, None, None, None) and heavy.representative(0) == 2
+
+
+def test_latency_shares_fall_back_to_flops_while_a_default_latency_is_unknown():
+    tasks = [Task("a", "1", 2, 10.0, 1e-3), Task("b", "2", 1, 40.0, 3e-3)]
+    assert sharing.latency_shares(tasks) == [2e-3, 3e-3]
+    assert sharing.latency_shares([tasks[0], Task("b", "2", 1, 40.0, math.inf)]) == [20.0, 40.0]
+
+
+def _view(k, best=(), default=1.0, finished=False):
+    return TaskView(k, f"t{k}", 1, 1e6, default, tuple(best), tuple(range(1, len(best) + 1)), len(best), 0, finished)
+
+
+def test_a_member_is_due_when_its_representative_improves_and_falls_back_when_transfers_do_not_pay():
+    members = sharing.Members([None, 0, 0, 0])
+    assert members.due([_view(0), _view(1), _view(2), _view(3)]) is None  # nothing to give yet
+    rep = _view(0, [0.2])  # a 5x speed-up
+    assert members.due([rep, _view(1), _view(2), _view(3)]) == 1
+    members.told(_view(1, [0.35]), rep, [0.35])  # 2.9x: at least half the representative's 5x, kept
+    assert members.source(1) == 0 and members.due([rep, _view(1, [0.35]), _view(2), _view(3)]) == 2
+    members.told(_view(2, [2.0]), rep, [2.0])  # slower than its default latency
+    members.told(_view(3, [0.6]), rep, [0.6])  # 1.7x: short of half the group's 5x
+    assert members.fallen == {2, 3} and members.source(2) is None
+    assert members.due([rep, _view(1, [0.35]), _view(2, [2.0]), _view(3, [0.6])]) is None
+    better = _view(0, [0.2, 0.1])
+    assert members.due([better, _view(1, [0.35]), _view(2), _view(3)]) == 1  # the representative improved
+    members.told(_view(1, [0.35]), better, [math.inf])  # every transferred schedule failed
+    assert members.fallen == {1, 2, 3}
+
+
+class _Order:
+    """Chooses the live tasks in index order; counts the decisions."""
+
+    def __init__(self):
+        self.asked = 0
+
+    def next(self, snapshot):
+        self.asked += 1
+        return snapshot.live[0].index if snapshot.live else None
+
+
+def _tasks(n):
+    return [Task(f"t{k}", str(k), 1, 1e6, 1.0) for k in range(n)]
+
+
+def test_the_ledger_hands_held_members_transfer_slots_and_searches_them_only_after_a_fall_back():
+    scheduler = _Order()
+    ledger = Ledger(_tasks(3), scheduler, Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0,
+                    members=sharing.Members([None, 0, 0], top=2))
+    assert [t.index for t in ledger.snapshot().live] == [0] and ledger.snapshot().tasks[1].source == 0
+    first = ledger.ask()
+    assert (first.task, first.n, first.source) == (0, 4, None)
+    ledger.tell(first, [0.5, 0.4, 0.6, 0.5])
+    transfer = ledger.ask()  # the representative has a best: member 1 is given it, the scheduler is not asked
+    assert (transfer.task, transfer.n, transfer.source, scheduler.asked) == (1, 2, 0, 1)
+    ledger.tell(transfer, [0.45, 0.5])
+    nothing = ledger.ask()
+    assert (nothing.task, nothing.source) == (2, 0)
+    ledger.tell(nothing, [])  # no record transferred: member 2 falls back, unfinished
+    view = ledger.snapshot().tasks[2]
+    assert view.source is None and not view.finished and [t.index for t in ledger.snapshot().live] == [0, 2]
+    assert ledger.ask().source is None and scheduler.asked == 2
+
+
+def test_a_resumed_ledger_takes_held_members_slots_as_transfers_without_asking_the_scheduler():
+    first = Ledger(_tasks(2), _Order(), Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0,
+                   members=sharing.Members([None, 0]))
+    told = []
+    for _ in range(4):
+        slot = first.ask()
+        latencies = [0.5] if slot.source is not None else [0.8, 0.6, 0.7, 0.9]
+        first.tell(slot, latencies)
+        told.append((slot, latencies))
+    scheduler = _Order()
+    resumed = Ledger(_tasks(2), scheduler, Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0)
+    resumed.set_members(sharing.Members([None, 0]))
+    for slot, latencies in told:
+        again = resumed.recorded(slot.index, slot.task, len(latencies))
+        assert again.source == slot.source
+        resumed.tell(again, latencies)
+    assert resumed.snapshot().tasks == first.snapshot().tasks and scheduler.asked == sum(
+        s.source is None for s, _ in told)
+    with pytest.raises(RuntimeError, match="before any slot"):
+        resumed.set_members(sharing.Members([None, 0]))
