@@ -129,11 +129,11 @@ def test_a_budget_option_on_resume_replaces_that_limit_only(tmp_path, capsys):
     [run] = store.get_runs()
     assert cli.main(["tune", "--resume", str(run.id), "--trials", "4", "--store", url]) == 0
     assert store.get_run(run.id).settings["budget"] == {
-        "max_trials": 4, "time_budget": 3600.0, "per_task_trials": None, "patience": None}
+        "max_trials": 4, "time_budget": 3600.0, "per_task_trials": None, "patience": None, "count_failures": True}
     assert len(store.get_trials(run.id)) == 4
     assert cli.main(["tune", "--resume", str(run.id), "--patience", "50", "--store", url]) == 0  # a limit alone
     assert store.get_run(run.id).settings["budget"] == {
-        "max_trials": 4, "time_budget": 3600.0, "per_task_trials": None, "patience": 50}
+        "max_trials": 4, "time_budget": 3600.0, "per_task_trials": None, "patience": 50, "count_failures": True}
     assert len(store.get_trials(run.id)) == 4
     capsys.readouterr()
 

@@ -136,6 +136,8 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--filter", dest="candidate_filter", choices=filters.names(),
                       help="skip proposals not worth measuring: cold (Trimmer: those whose most similar measured "
                            "candidates were all far slower than the search's trend)")
+    tune.add_argument("--runner", help="where candidates run: local (default) or rpc://TRACKER_HOST:PORT/KEY (the "
+                      "devices a TVM RPC tracker hands out under KEY)")
     tune.add_argument("--energy-meter", help=f"how energy is metered: {', '.join(energy.names())} (default: "
                       f"{RunSettings.energy_meter}: RAPL, else NVML, else an estimate from CPU time)")
     _store_option(tune)
@@ -245,7 +247,7 @@ def _tune_options(args) -> dict:
                "diminishing": _number("--diminishing", args.diminishing),
                "check_every": (args.check_every if args.check_every in (None, checks.EPOCH)
                                else parse_duration(args.check_every, "model-check interval")),
-               "energy_meter": args.energy_meter, "candidate_filter": args.candidate_filter}
+               "energy_meter": args.energy_meter, "candidate_filter": args.candidate_filter, "runner": args.runner}
     return {k: v for k, v in options.items() if v is not None and v != {}}
 
 
@@ -264,7 +266,7 @@ def _cmd_tune(args) -> int:
 
     if args.resume is not None:
         own = ("scheduler", "trials_per_slot", "graph_level", "seed", "target", "evaluator", "cost_model", "goal",
-               "energy_budget", "diminishing", "check_every", "energy_meter", "candidate_filter", "share")
+               "energy_budget", "diminishing", "check_every", "energy_meter", "candidate_filter", "share", "runner")
         fixed = [f"--{name.replace('_', '-')}" for name in own if getattr(args, name) is not None]
         fixed += [flag for flag, given in (("--no-share", args.no_share), ("--no-warm-start", args.no_warm_start))
                   if given]

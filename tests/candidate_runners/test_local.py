@@ -9,7 +9,7 @@ from tunewise.errors import InputError
 def test_an_unknown_runner_is_one_line():
     with pytest.raises(InputError) as err:
         candidate_runners.create("rpc", target=None, config=None)
-    assert str(err.value) == "unknown runner 'rpc'; valid names: local"
+    assert str(err.value) == "unknown runner 'rpc'; valid names: local, rpc://HOST:PORT/KEY"
 
 
 def test_an_argument_the_runner_does_not_take_is_named():

@@ -41,7 +41,7 @@ def tune_many(sources: Sequence[str], *, cluster: str = "local", store: str | No
     ``cluster`` (:func:`tunewise.cluster.connect`), each as its own run of ``store`` (a URL reachable from
     every node: PostgreSQL; SQLite only for the ``local`` cluster), with ``settings`` (their budget and stop
     rules apply to each model; their source is each model's), and write one artifact per model, under
-    ``output/MODEL`` (default: each run's own folder, ``tunewise-out/MODEL``).
+    ``output/MODEL`` (default ``tunewise-out/MODEL``; models of one name are numbered, ``MODEL-2``).
 
     Before every round, ``policy`` chooses as many models as the cluster has measurement slots; each tunes
     ``round_seconds`` on a node of its own (the Ray resource :data:`~tunewise.cluster.MEASURE`), the others
@@ -60,8 +60,8 @@ def tune_many(sources: Sequence[str], *, cluster: str = "local", store: str | No
     policy = populations.create(policy)
     sources = [s if s in zoo.MODELS or not os.path.exists(s) else os.path.abspath(s) for s in sources]
     names = _names(sources)
-    model_settings = [dataclasses.replace(settings, source=s, output=None if output is None else
-                                          os.path.abspath(os.path.join(output, name)))
+    folder = os.path.abspath(output or "tunewise-out")  # as the workers must see it, wherever they run
+    model_settings = [dataclasses.replace(settings, source=s, output=os.path.join(folder, name))
                       for s, name in zip(sources, names, strict=True)]
     slots = connect(cluster)
     keeper = stores.create(url)

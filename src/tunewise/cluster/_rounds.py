@@ -4,6 +4,7 @@ was measuring, and the next attempt continues from the store."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -34,14 +35,20 @@ def tune_round(source: str, settings: dict, store_url: str, run: int | None, sec
     """Tune ``source`` as ``settings`` (a :class:`~tunewise.settings.RunSettings` JSON object) say, recording to
     run ``run`` of the store at ``store_url`` (``None``: a new run), for ``seconds`` of this round."""
     settings = RunSettings.from_json(settings)
-    store = stores.create(store_url)
     model, measurer, goal = _load(source, settings)
-    with Lease() as lease:
+    store = stores.create(store_url)
+    with contextlib.closing(store), Lease() as lease:
         if run is not None:
             _claim(lease, store, run)
-        end = time.perf_counter() + seconds
+        start = None
+
+        def deadline(snapshot) -> float:  # the round's time runs from its first slot, once the session is set up
+            nonlocal start
+            start = time.perf_counter() if start is None else start
+            return start + seconds
+
         loop = prepare.open_session(model, settings, store=store, measurer=measurer, run=run, lease=lease,
-                                    deadline=lambda snapshot: end, goal=goal)
+                                    deadline=deadline, goal=goal)
         before = loop.ledger.trials
         snapshot = loop.run()
     budget, ledger = settings.budget, loop.ledger
@@ -58,7 +65,8 @@ def finish(run: int, store_url: str, output: str | None):
     the run's own folder): :func:`tunewise.workflow.resume` with no trial left to measure."""
     from tunewise import workflow
 
-    trials = len(stores.create(store_url).get_trials(run, records=False))
+    with contextlib.closing(stores.create(store_url)) as store:
+        trials = len(store.get_trials(run, records=False))
     return workflow.resume(run, store=store_url, budget={"max_trials": max(trials, 1)}, output=output,
                            progress=False)
 

@@ -1,0 +1,88 @@
+"""The RPC runner against a real TVM RPC tracker and server on loopback: a tiny task measured on the device
+the tracker hands out, and an unreachable tracker, an unknown key or a malformed address in one line."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tunewise import candidate_runners, measure, runners, tasks, tvm_env
+from tunewise.errors import InputError
+from tunewise.settings import RunSettings
+
+KEY = "tunewise-test"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def tracker():
+    """``(host, port)`` of a TVM RPC tracker on loopback with one CPU server registered under :data:`KEY`."""
+    from tvm import rpc
+
+    port = free_port()
+    started = [subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port",
+                                 str(port), "--port-end", str(port + 1)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)]
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                rpc.connect_tracker("127.0.0.1", port).summary()
+                break
+            except Exception:  # noqa: BLE001 (not listening yet)
+                assert time.monotonic() < deadline, "the RPC tracker did not start"
+                time.sleep(0.5)
+        started.append(subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1",
+                                         "--port", str(free_port()), "--tracker", f"127.0.0.1:{port}", "--key", KEY],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        while KEY not in str(rpc.connect_tracker("127.0.0.1", port).summary().get("queue_info", {})):
+            assert time.monotonic() < deadline, "the RPC server did not register"
+            time.sleep(0.5)
+        yield "127.0.0.1", port
+    finally:
+        for process in reversed(started):
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.tvm
+def test_a_tiny_task_is_measured_on_the_device_the_tracker_hands_out(tracker, tiny_mlp, host_target):
+    host, port = tracker
+    mod = tiny_mlp.task_mods[0]
+    artifact = tvm_env.export_candidate(tvm_env.build_candidate(mod, host_target))
+    runner = candidate_runners.create(f"rpc://{host}:{port}/{KEY}", target=host_target,
+                                      config=measure.MeasureConfig(number=2, min_repeat_ms=10))
+    try:
+        timed = runner.run(artifact, tasks.args_info(mod), runners.create("fixed"))
+        adaptive = runner.run(artifact, tasks.args_info(mod), runners.create("adaptive"))
+    finally:
+        runner.close()
+    assert timed.error_msg is None and adaptive.error_msg is None, (timed.error_msg, adaptive.error_msg)
+    assert 0 < float(timed.run_secs[0]) < 1 and all(0 < float(x) < 1 for x in adaptive.run_secs)
+
+
+@pytest.mark.tvm
+def test_an_unreachable_tracker_or_an_unknown_key_is_one_line(tracker, host_target):
+    host, port = tracker
+    config = measure.MeasureConfig()
+    for spec, message in ((f"rpc://127.0.0.1:{free_port()}/{KEY}", "cannot reach the RPC tracker"),
+                          (f"rpc://{host}:{port}/gpu", f"knows no device with key 'gpu' (keys: {KEY})")):
+        with pytest.raises(InputError, match=message) as err:
+            candidate_runners.create(spec, target=host_target, config=config)
+        assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("spec", ["rpc://", "rpc://host/key", "rpc://host:port/key", "rpc://h:1/k/extra"])
+def test_a_malformed_rpc_address_is_one_line(spec):
+    with pytest.raises(InputError, match="expected rpc://TRACKER_HOST:PORT/DEVICE_KEY"):
+        RunSettings(runner=spec)
+    assert RunSettings(runner="rpc://tracker.local:9190/rasp4").runner == "rpc://tracker.local:9190/rasp4"
