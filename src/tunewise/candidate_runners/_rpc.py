@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -10,6 +11,7 @@ from tunewise.candidate_runners._base import CandidateRunner
 from tunewise.errors import InputError, message_line
 
 PREFIX = "rpc://"
+_ANSWER_SECONDS = 5.0  # how long a tracker has to accept a connection
 _ADDRESS = re.compile(r"^rpc://([^:/]+):(\d+)/([^/]+)$")
 
 
@@ -74,6 +76,7 @@ def _check_tracker(host: str, port: int, key: str) -> None:
     from tvm import rpc
 
     try:
+        socket.create_connection((host, port), timeout=_ANSWER_SECONDS).close()  # TVM's client retries a minute
         summary = rpc.connect_tracker(host, port).summary()
     except Exception as err:  # socket errors, TVM errors: the tracker is not there
         raise InputError(f"cannot reach the RPC tracker at {host}:{port}: {message_line(err)}") from None

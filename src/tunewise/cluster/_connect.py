@@ -12,11 +12,14 @@ measurement or with another round's builds. Nodes join a cluster with the resour
 from __future__ import annotations
 
 import os
+import re
+import socket
 
 from tunewise.errors import InputError, message_line
 
 MEASURE = "tunewise_measure"
 LOCAL = "local"
+_ANSWER_SECONDS = 5.0  # how long a cluster's address has to accept a connection
 
 
 def is_local(cluster: str) -> bool:
@@ -37,6 +40,7 @@ def connect(cluster: str) -> int:
                 ray.init(num_cpus=os.cpu_count() or 1, resources={MEASURE: 1}, include_dashboard=False,
                          log_to_driver=False, configure_logging=False)
             else:
+                _check_reachable(cluster)
                 ray.init(address=cluster, log_to_driver=False, configure_logging=False)
         except Exception as err:  # Ray raises ConnectionError, RuntimeError, ValueError... for a bad address
             raise InputError(f"cannot connect to the Ray cluster {cluster!r}: {message_line(err)}") from None
@@ -45,3 +49,18 @@ def connect(cluster: str) -> int:
         raise InputError(f"the Ray cluster {cluster!r} offers no measurement slot: start each node with "
                          f"--resources='{{\"{MEASURE}\": 1}}'")
     return slots
+
+
+def _check_reachable(address: str) -> None:
+    """Raise :class:`~tunewise.errors.InputError` at once when nothing accepts connections at ``address``
+    (``ray://HOST:PORT`` or ``HOST:PORT``; ``auto`` is left to Ray), where Ray itself would retry for minutes."""
+    match = re.match(r"^(?:ray://)?\[?([^\]]+?)\]?:(\d+)$", address)
+    if match is None:
+        if address == "auto":
+            return
+        raise InputError(f"bad cluster {address!r}: expected local, auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((match.group(1), int(match.group(2))), timeout=_ANSWER_SECONDS).close()
+    except OSError as err:
+        raise InputError(f"cannot connect to the Ray cluster {address!r}: nothing answers at "
+                         f"{match.group(1)}:{match.group(2)} ({err.strerror or err})") from None

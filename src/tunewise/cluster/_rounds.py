@@ -5,6 +5,7 @@ was measuring, and the next attempt continues from the store."""
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from dataclasses import dataclass
 
@@ -40,12 +41,15 @@ def tune_round(source: str, settings: dict, store_url: str, run: int | None, sec
     with contextlib.closing(store), Lease() as lease:
         if run is not None:
             _claim(lease, store, run)
-        start = None
+        first = start = None
 
-        def deadline(snapshot) -> float:  # the round's time runs from its first slot, once the session is set up
-            nonlocal start
-            start = time.perf_counter() if start is None else start
-            return start + seconds
+        def deadline(snapshot) -> float:
+            """No limit before the round's first slot (a slot needing a search would not fit a short round, and
+            a round that measures nothing would leave its run for finished); no slot after ``seconds``."""
+            nonlocal first, start
+            if first is None:
+                first, start = snapshot.slot, time.perf_counter()
+            return math.inf if snapshot.slot == first else start + seconds
 
         loop = prepare.open_session(model, settings, store=store, measurer=measurer, run=run, lease=lease,
                                     deadline=deadline, goal=goal)
