@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tunewise import callbacks, measure, prepare, stores
+from tunewise import callbacks, energy, measure, prepare, stores
 from tunewise.session import Budget
 from tunewise.settings import RunSettings
 
@@ -37,7 +37,8 @@ def test_prepare_run_gives_a_working_session(tmp_path):
     assert (run.model, run.scheduler, run.status) == ("tiny-mlp", "round-robin", stores.TUNED)
     assert RunSettings.from_json(run.settings) == RunSettings(
         source="tiny-mlp", budget=Budget(max_trials=4), trials_per_slot=2, scheduler="round-robin", evaluator="fixed",
-        measure=QUICK, output=os.path.abspath(os.path.join("tunewise-out", "tiny-mlp")))
+        measure=QUICK, output=os.path.abspath(os.path.join("tunewise-out", "tiny-mlp")),
+        energy_meter=energy.create("auto").name)  # the meter "auto" chose here, which a resumed run keeps
     assert len(store.get_trials(run.id)) == 4
 
 

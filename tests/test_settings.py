@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tunewise import cli, stores, workflow
+from tunewise import cli, energy, stores, workflow
 from tunewise.errors import InputError
 from tunewise.measure import MeasureConfig
 from tunewise.session import Budget
@@ -146,7 +146,9 @@ def test_the_cli_stores_the_settings_defaults(tmp_path):
     url, out = f"sqlite:///{tmp_path}/tunewise.db", str(tmp_path / "out")
     assert cli.main(["tune", "tiny-mlp", "--trials", "2", "-o", out, "--store", url]) == 0
     stored = stores.create(url).get_run(1).settings
-    assert stored == RunSettings(source="tiny-mlp", budget=Budget(max_trials=2), output=out).to_json()
+    # the meter "auto" chose here is stored, so that a resumed run meters as the run began
+    assert stored == RunSettings(source="tiny-mlp", budget=Budget(max_trials=2), output=out,
+                                 energy_meter=energy.create("auto").name).to_json()
 
 
 @pytest.mark.tvm
