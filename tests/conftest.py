@@ -121,6 +121,23 @@ def tune_process(tmp_path):
         process.kill()
 
 
+@pytest.fixture
+def postgres_url():
+    """The URL of the PostgreSQL server ``TUNEWISE_TEST_POSTGRES_URL`` names (``scripts/test`` starts one), with
+    an empty schema; the test is skipped without one."""
+    import sqlalchemy
+
+    url = os.environ.get("TUNEWISE_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("TUNEWISE_TEST_POSTGRES_URL is not set (scripts/test starts a PostgreSQL server and sets it)")
+    engine = sqlalchemy.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP SCHEMA IF EXISTS public CASCADE")
+        conn.exec_driver_sql("CREATE SCHEMA public")
+    engine.dispose()
+    return url
+
+
 @pytest.fixture(scope="session")
 def password_postgres():
     """``(url, password)`` of a throwaway PostgreSQL server on loopback whose role ``tuner`` logs in with a

@@ -62,30 +62,17 @@ def test_models_take_turns_on_one_slot_and_a_killed_worker_loses_no_trial(local_
     assert [os.path.basename(r.artifact) for r in fleet.results] == ["tiny-mlp", "tiny-cnn"]
 
 
-def _empty_postgres(url: str) -> str:
-    import sqlalchemy
-
-    engine = sqlalchemy.create_engine(url)
-    with engine.begin() as conn:
-        conn.exec_driver_sql("DROP SCHEMA IF EXISTS public CASCADE")
-        conn.exec_driver_sql("CREATE SCHEMA public")
-    engine.dispose()
-    return url
-
-
-def test_two_nodes_tune_two_models_at_once_into_one_postgresql_store(tmp_path):
+def test_two_nodes_tune_two_models_at_once_into_one_postgresql_store(tmp_path, postgres_url):
     from ray.cluster_utils import Cluster
 
-    url = os.environ.get("TUNEWISE_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("TUNEWISE_TEST_POSTGRES_URL is not set (.ci/run starts a PostgreSQL server and sets it)")
+    url = postgres_url
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {MEASURE: 1}})
     cluster.add_node(num_cpus=1, resources={MEASURE: 1})
     try:
         with pytest.raises(InputError, match="SQLite"):
             tune_many(["tiny-mlp"], cluster=cluster.address, store=f"sqlite:///{tmp_path}/x.db", settings=SETTINGS)
         rounds = []
-        fleet = tune_many(["tiny-mlp", "tiny-mlp"], cluster=cluster.address, store=_empty_postgres(url),
+        fleet = tune_many(["tiny-mlp", "tiny-mlp"], cluster=cluster.address, store=url,
                           settings=SETTINGS, round_seconds=600, output=str(tmp_path / "out"),
                           on_round=lambda index, plan, names, outcomes: rounds.append(plan.run))
         assert rounds == [(0, 1)]  # both in one round: one slot a node
