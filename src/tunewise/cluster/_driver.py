@@ -57,6 +57,7 @@ def tune_many(sources: Sequence[str], *, cluster: str = "local", store: str | No
     if not settings.budget.bounded:
         raise InputError("give each model a budget: trials or tuning time")
     url = _store_url(store, cluster)
+    keeper = stores.create(url)  # opened before Ray starts, so that a bad URL is one line before anything runs
     policy = populations.create(policy)
     sources = [s if s in zoo.MODELS or not os.path.exists(s) else os.path.abspath(s) for s in sources]
     names = _names(sources)
@@ -64,7 +65,6 @@ def tune_many(sources: Sequence[str], *, cluster: str = "local", store: str | No
     model_settings = [dataclasses.replace(settings, source=s, output=os.path.join(folder, name))
                       for s, name in zip(sources, names, strict=True)]
     slots = connect(cluster)
-    keeper = stores.create(url)
     runs: list[int | None] = [None] * len(sources)
     history: list[list[tuple[float, float]]] = [[] for _ in sources]
     finished, suspended = [False] * len(sources), [False] * len(sources)
@@ -91,6 +91,7 @@ def tune_many(sources: Sequence[str], *, cluster: str = "local", store: str | No
         rounds += 1
         if on_round is not None:
             on_round(rounds, plan, names, outcomes)
+    keeper.close()
     remote_finish = ray.remote(finish).options(resources={MEASURE: 1}, max_retries=3)
     refs = [None if run is None else remote_finish.remote(run, url, s.output)
             for run, s in zip(runs, model_settings, strict=True)]
@@ -127,7 +128,6 @@ def _store_url(store: str | None, cluster: str) -> str:
             raise InputError(f"a cluster of several machines needs a store they all reach, such as "
                              f"postgresql+psycopg://user@host/db; SQLite ({url}) serves --cluster local only")
         url = "sqlite:///" + os.path.abspath(path)
-    stores.create(url).close()  # opened once here, so that a bad URL is one line before anything runs
     return url
 
 
