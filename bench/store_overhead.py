@@ -22,6 +22,7 @@ import statistics
 import tempfile
 import time
 
+import postgres
 import provenance
 
 from tunewise import stores
@@ -36,16 +37,6 @@ def record(n: int) -> str:
     decisions = [[k, [1, 4, 2, 8]] for k in range(14)]
     return json.dumps([[instructions, decisions], [1e-4 + n * 1e-9], {"kind": "llvm"}, [["TENSOR", "float32",
                                                                                          [64, 64]]] * 3])
-
-
-def empty_postgres(url: str) -> None:
-    import sqlalchemy
-
-    engine = sqlalchemy.create_engine(url)
-    with engine.begin() as conn:
-        conn.exec_driver_sql("DROP SCHEMA IF EXISTS public CASCADE")
-        conn.exec_driver_sql("CREATE SCHEMA public")
-    engine.dispose()
 
 
 def measure(url: str, slots: int, per_slot: int, singles: int) -> dict:
@@ -90,7 +81,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         results["sqlite"] = measure(f"sqlite:///{folder}/tunewise.db", args.slots, 16, args.singles)
     if args.postgres:
-        empty_postgres(args.postgres)
+        postgres.empty(args.postgres)
         results["postgresql"] = measure(args.postgres, args.slots, 16, args.singles)
     for backend, r in results.items():
         print(f"{backend:10s} {r['ms_per_trial_in_slots']:.3f} ms/trial in slots of 16 "

@@ -7,12 +7,9 @@ import pytest
 from tunewise import sharing
 
 
-@pytest.fixture(scope="module")
-def pair(host_target, measurer):
-    """Two 3x3 convolutions (with bias and ReLU) of different channel counts: similar, not equal."""
+def _pair_module():
+    """Two 3x3 convolutions (with bias and ReLU) of different channel counts: similar, not equal; and an input."""
     import torch
-
-    from tunewise import frontend, tasks
 
     class Pair(torch.nn.Module):
         def __init__(self):
@@ -24,8 +21,15 @@ def pair(host_target, measurer):
             return torch.relu(self.b(torch.relu(self.a(x))))
 
     torch.manual_seed(0)
-    imported = frontend.load(Pair().eval(), example_inputs=(torch.randn(1, 8, 12, 12),))
-    return tasks.extract(imported, host_target, measurer=measurer)
+    return Pair().eval(), (torch.randn(1, 8, 12, 12),)
+
+
+@pytest.fixture(scope="module")
+def pair(host_target, measurer):
+    from tunewise import frontend, tasks
+
+    module, inputs = _pair_module()
+    return tasks.extract(frontend.load(module, example_inputs=inputs), host_target, measurer=measurer)
 
 
 def _convolutions(model):
@@ -73,6 +77,47 @@ def test_only_representatives_are_searched_and_members_get_their_schedules(pair,
         (t.source, t.trials, t.best_history, t.finished) for t in final.tasks]
     compiled = compiler.CompiledModel(compiler.build(pair, loop.database), pair.target)
     assert compiler.verify(compiled, pair.inputs, pair.reference_outputs) < 1e-5
+
+
+@pytest.mark.tvm
+def test_a_selective_run_killed_mid_tuning_resumes_with_its_members_still_held(tmp_path, capsys, tune_process):
+    import torch
+
+    from tunewise import cli, stores
+
+    path = tmp_path / "pair.pt2"
+    module, inputs = _pair_module()
+    torch.export.save(torch.export.export(module, inputs), str(path))
+    url, trials = f"sqlite:///{tmp_path}/tunewise.db", 14
+    store = stores.create(url)
+    tune = tune_process(path, "--share", "selective", "--no-warm-start", "--scheduler", "round-robin", "--trials",
+                        trials, "--trials-per-slot", 3, "--seed", 0, "--store", url, "-o", tmp_path / "out")
+    tune.wait_for_trials(store, 4)  # at least a representative's slot and a member's transfer
+    tune.kill()
+    [run] = store.get_runs()
+    before = store.get_trials(run.id)
+    assert 4 <= len(before) < trials
+
+    assert cli.main(["tune", "--resume", str(run.id), "--store", url]) == 0
+    assert f"resumed after {len(before)} trials" in capsys.readouterr().err
+    after = store.get_trials(run.id)
+    assert after[:len(before)] == before and len(after) == trials  # nothing lost, the budget counted it
+    assert len({t.candidate for t in after}) == trials  # nothing measured twice
+    checkpoints = store.get_checkpoints(run.id)
+    slots = {}
+    for c in checkpoints:
+        slots.setdefault(c.task, []).append(c.trials)
+    # a member's slots are one-record transfers until it falls back to a search of its own (if it ever does),
+    # before the kill and after the resume alike: the resumed run held the members the killed one held (a
+    # searched task's first slot has 3 trials, unless it is the run's last, cut to the budget)
+    last = checkpoints[-1].task
+    members = [task for task, sizes in slots.items() if sizes[0] == 1 and not (len(sizes) == 1 and task == last)]
+    assert members
+    for task in members:
+        transfers = len(slots[task]) if 3 not in slots[task] else slots[task].index(3)
+        assert all(size == 1 for size in slots[task][:transfers])
+        assert all(size == 3 for size in slots[task][transfers:-1])
+    assert store.get_run(run.id).status == stores.FINISHED
 
 
 @pytest.mark.tvm

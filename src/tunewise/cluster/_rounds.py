@@ -5,6 +5,8 @@ was measuring, and the next attempt continues from the store."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import math
 import time
 from dataclasses import dataclass
@@ -76,8 +78,8 @@ def finish(run: int, store_url: str, output: str | None):
 
 
 def _load(source: str, settings: RunSettings):
-    key = (source, settings.level, settings.seed, tuple(sorted(settings.input_shapes.items())), settings.goal,
-           settings.evaluator, settings.runner, repr(settings.measure))
+    # every setting but the artifact folder, which differs between the models of a fleet and loads nothing
+    key = (source, json.dumps(dataclasses.replace(settings, output=None).to_json(), sort_keys=True))
     if key not in _LOADED:
         from tunewise import target as targets
 

@@ -1,0 +1,311 @@
+"""Benchmark: stock MetaSchedule against tunewise at its best settings, for the same wall-clock budget.
+
+::
+
+    .venv/bin/python bench/headline.py --models resnet18,mobilenetv2,transformer --minutes 30
+
+Per model: one import, one extraction and one measurement of the default latencies, shared by both arms;
+PyTorch eager and onnxruntime timed in a fresh process (:func:`tunewise.timing.time_references`). Then, one
+after the other, each arm tunes from an empty database for ``--minutes`` of tuning time:
+
+- ``stock``: ``ms.tune_tasks`` with the gradient task scheduler and its defaults (64 trials per iteration,
+  XGBoost, evolutionary search, ``LocalBuilder``/``LocalRunner``), changed only by the build function that
+  skips the tensor-intrinsic import (without it every build times out here). It is stopped when its time is
+  up by its measure callback, which raises.
+- ``tunewise``: a session with the settings ``--scheduler``, ``--cost-model``, ``--share``, ``--filter`` and
+  the defaults of :class:`tunewise.settings.RunSettings` for the rest.
+
+At each of ``--checkpoints`` (minutes of tuning time, those within the budget) and at the end, the model is
+compiled with the arm's best records so far, verified and timed in a fresh process
+(:meth:`tunewise.checks.ModelCheck.measure`, the same for both arms); the clock stops meanwhile, so neither
+arm's tuning time includes its checkpoints. Beside that *compiled* curve each arm has its estimate (the sum of
+the tasks' best latencies, weighted), after every batch.
+
+Reported per model and arm: ``ttq5_s``, the tuning time of the first checkpoint within 5 % of the best final
+compiled latency of either arm (:func:`tunewise.lab.curves.time_to_quality`), ``final_ms``,
+``trials_per_min``, and ``split`` (seconds of search, build and measurement; for ``stock``, build and
+measurement are the wall time of its builder's and runner's calls, search the rest); per model ``ttq5_ratio``
+(stock's ``ttq5_s`` over ours), ``onnxruntime_ms`` and ``eager_ms``. ``--out`` (default
+``bench/results/headline.json``) holds them with the command line, the commit and the CPU model
+(:mod:`provenance`); it is written after every arm, and ``--resume`` makes only the arms it lacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import tempfile
+import time
+
+import provenance
+
+from tunewise import prepare, stores, timing, tvm_env, zoo
+from tunewise import target as targets
+from tunewise.callbacks import Callback
+from tunewise.checks import ModelCheck
+from tunewise.lab.curves import ratio, time_to_quality
+from tunewise.session import Budget
+from tunewise.settings import RunSettings
+
+ARMS = ("stock", "tunewise")
+
+
+class Checkpoints(ModelCheck):
+    """A check at each of ``times`` (seconds of tuning time, its own checks not counted)."""
+
+    def __init__(self, times: list[float]):
+        super().__init__(max(times, default=1.0))
+        self.times, self.spent = sorted(times), 0.0
+
+    def tuned(self, elapsed: float) -> float:
+        return elapsed - self.spent
+
+    def due(self, snapshot, seconds_left: float = math.inf) -> bool:
+        passed = [t for t in self.times if t <= self.tuned(snapshot.elapsed)]
+        self.times = self.times[len(passed):]
+        return bool(passed)
+
+    def checked(self, elapsed: float, seconds: float) -> None:
+        super().checked(elapsed, seconds)
+        self.spent += seconds
+
+
+class PhaseClock(Callback):
+    """Seconds per phase of the session's slots (the default latencies count as measurement)."""
+
+    def __init__(self):
+        self.seconds = {"search": 0.0, "build": 0.0, "measure": 0.0}
+        self._phase, self._since = None, 0.0
+
+    def _close(self) -> None:
+        if self._phase is not None:
+            key = "measure" if self._phase == "default latencies" else self._phase
+            self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - self._since
+        self._phase = None
+
+    def slot_phase(self, snapshot, task, phase) -> None:
+        self._close()
+        self._phase, self._since = phase, time.perf_counter()
+
+    def slot_recorded(self, event, snapshot) -> None:
+        self._close()
+
+    def model_measured(self, point, snapshot) -> None:
+        self._close()
+
+
+def ours(model, settings: RunSettings, measurer, seconds: float, times: list[float]) -> dict:
+    store = stores.create("sqlite://")
+    checks, phases, origin = Checkpoints(times), PhaseClock(), []
+
+    def deadline(snapshot) -> float:
+        if not origin:
+            origin.append(time.perf_counter() - snapshot.elapsed)
+        return origin[0] + seconds + checks.spent
+
+    loop = prepare.open_session(model, settings, store=store, measurer=measurer, callbacks=[phases],
+                                deadline=deadline)
+    loop.checker = checks
+    loop.run()
+    loop.check_model()
+    points = store.get_model_latencies(loop.run_id)
+    compiled = [(tuning_clock(p.elapsed, points), p.latency * 1e3) for p in points]
+    curve, best = [(0.0, _estimate(model, {}) * 1e3)], {}
+    for c in store.get_checkpoints(loop.run_id):
+        best[c.task_index] = min(best.get(c.task_index, math.inf), c.latency)
+        curve.append((tuning_clock(c.elapsed, points), _estimate(model, best) * 1e3))
+    tuning, trials = compiled[-1][0], len(store.get_trials(loop.run_id, records=False))
+    return {"compiled": compiled, "estimate": curve, "trials": trials, "tuning_s": tuning,
+            "trials_per_min": 60 * trials / tuning, "split": phases.seconds, "final_ms": compiled[-1][1]}
+
+
+def _estimate(model, best: dict[int, float]) -> float:
+    return sum(t.weight * min(best.get(k, math.inf), t.default_latency) for k, t in enumerate(model.tasks))
+
+
+def tuning_clock(elapsed: float, points) -> float:
+    """A run's ``elapsed`` seconds less the seconds of its whole-model checks (``points``) ended by then."""
+    return elapsed - sum(p.seconds for p in points if p.elapsed <= elapsed)
+
+
+def stock(model, config, seconds: float, times: list[float], seed: int) -> dict:
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+    best = [math.inf] * len(model.tasks)
+    checker, pending = ModelCheck(), sorted(times)
+    split = {"search": 0.0, "build": 0.0, "measure": 0.0}
+    clock = {"start": 0.0, "paused": 0.0}
+    curve, compiled = [], []
+
+    class TimeUp(Exception):
+        pass
+
+    def tuned() -> float:
+        return time.perf_counter() - clock["start"] - clock["paused"]
+
+    def estimate() -> float:
+        return sum(t.weight * min(b, t.default_latency) for t, b in zip(model.tasks, best, strict=True))
+
+    def checkpoint(database) -> None:
+        at, start = tuned(), time.perf_counter()
+        latency, _ = checker.measure(model, database)
+        compiled.append((at, latency * 1e3))
+        clock["paused"] += time.perf_counter() - start
+
+    @derived_object
+    class TimedBuilder(ms.builder.PyBuilder):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def build(self, build_inputs):
+            start = time.perf_counter()
+            try:
+                return self.inner.build(build_inputs)
+            finally:
+                split["build"] += time.perf_counter() - start
+
+    @derived_object
+    class TimedRunner(ms.runner.PyRunner):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def run(self, runner_inputs):
+            start = time.perf_counter()
+            futures = self.inner.run(runner_inputs)
+            for f in futures:  # LocalRunner's futures are done already; a wait here would be measurement too
+                f.result()
+            split["measure"] += time.perf_counter() - start
+            return futures
+
+    @derived_object
+    class Track(PyMeasureCallback):
+        def __init__(self, database):
+            super().__init__()
+            self.database = database
+
+        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+            for result in runner_results:
+                if result.run_secs:
+                    secs = [float(s) for s in result.run_secs]
+                    best[task_id] = min(best[task_id], sum(secs) / len(secs))
+            curve.append((tuned(), estimate() * 1e3))
+            passed = [t for t in pending if t <= tuned()]
+            del pending[:len(passed)]
+            if passed:
+                checkpoint(self.database)
+            if tuned() >= seconds:
+                raise TimeUp
+
+    with tempfile.TemporaryDirectory() as work_dir:
+        contexts = [ms.TuneContext(mod, target=model.target, space_generator="post-order-apply",
+                                   search_strategy="evolutionary", task_name=t.name, rand_state=seed + i + 1,
+                                   num_threads=targets.num_cores(model.target)).clone()
+                    for i, (t, mod) in enumerate(zip(model.tasks, model.task_mods, strict=True))]
+        database = ms.database.MemoryDatabase()
+        builder = TimedBuilder(ms.builder.LocalBuilder(f_build=tvm_env.build_candidate))
+        runner = TimedRunner(ms.runner.LocalRunner(evaluator_config=config.evaluator()))
+        callbacks = [*ms.measure_callback.MeasureCallback.create("default"), Track(database)]
+        clock["start"] = time.perf_counter()
+        curve.append((0.0, estimate() * 1e3))
+        try:
+            ms.tune_tasks(tasks=contexts, task_weights=[float(t.weight) for t in model.tasks], work_dir=work_dir,
+                          max_trials_global=10**7, num_trials_per_iter=64, builder=builder, runner=runner,
+                          database=database, cost_model="xgb", measure_callbacks=callbacks,
+                          task_scheduler="gradient")
+        except Exception:
+            if tuned() < seconds:
+                raise
+        checkpoint(database)
+        tuning = compiled[-1][0]
+        trials = len(database.get_all_tuning_records())
+    split["search"] = tuning - split["build"] - split["measure"]
+    return {"compiled": compiled, "estimate": curve, "trials": trials, "tuning_s": tuning,
+            "trials_per_min": 60 * trials / tuning, "split": split, "final_ms": compiled[-1][1]}
+
+
+def summarise(entry: dict) -> None:
+    """Fill in each arm's ``ttq5_s`` and the model's ``ttq5_ratio`` once both arms ran."""
+    if not all(arm in entry for arm in ARMS):
+        return
+    goal, times = time_to_quality({arm: entry[arm]["compiled"] for arm in ARMS}, within=0.05)
+    entry["goal_ms"] = goal
+    for arm in ARMS:
+        entry[arm]["ttq5_s"] = times[arm]
+    entry["ttq5_ratio"] = ratio(times["stock"], times["tunewise"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="resnet18,mobilenetv2,transformer")
+    parser.add_argument("--minutes", type=float, default=30.0, help="tuning time of each arm on each model")
+    parser.add_argument("--checkpoints", default="2,5,10,20", help="minutes of tuning time")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--scheduler", default=RunSettings.scheduler)
+    parser.add_argument("--cost-model", default=RunSettings.cost_model)
+    parser.add_argument("--share", default=RunSettings.share)
+    parser.add_argument("--filter", default="cold", help="a candidate filter (tunewise.filters), or none")
+    parser.add_argument("--out", default="bench/results/headline.json")
+    parser.add_argument("--resume", action="store_true")
+    args = parser.parse_args()
+    seconds = 60 * args.minutes
+    times = [60 * float(m) for m in args.checkpoints.split(",") if m and 60 * float(m) < seconds]
+    target = targets.resolve(None)
+    header = {"cpu": provenance.cpu_model(), "target": str(target), "minutes": args.minutes, "seed": args.seed,
+              "checkpoints_min": [t / 60 for t in times],
+              "tunewise_settings": {"scheduler": args.scheduler, "cost_model": args.cost_model, "share": args.share,
+                                    "filter": args.filter}}
+    models = {}
+    if args.resume and os.path.exists(args.out):
+        with open(args.out) as f:
+            kept = json.load(f)
+        if any(kept.get(key) != value for key, value in header.items()):
+            raise SystemExit(f"{args.out} was made with other settings or on another CPU")
+        models = kept["models"]
+
+    def save() -> None:
+        with open(args.out, "w") as f:
+            json.dump(provenance.stamped({**header, "models": models}), f, indent=1)
+
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    tvm_env.prepare("llvm")
+    for name in args.models.split(","):
+        entry = models.setdefault(name, {})
+        if all(arm in entry for arm in ARMS):
+            continue
+        settings = RunSettings(source=name, seed=args.seed, budget=Budget(max_trials=10**7),
+                               scheduler=args.scheduler, cost_model=args.cost_model, share=args.share,
+                               candidate_filter=None if args.filter == "none" else args.filter)
+        if "eager_ms" not in entry:
+            _, inputs = zoo.get(name, seed=args.seed)
+            eager, ort = timing.time_references(name, [x.numpy() for x in inputs], seed=args.seed)
+            entry["eager_ms"] = None if eager is None else eager * 1e3
+            entry["onnxruntime_ms"] = None if ort is None else ort * 1e3
+        measurer = prepare.make_measurer(target, settings)
+        try:
+            model = prepare.load_model(name, settings, target=target, measurer=measurer)
+            for arm in ARMS:
+                if arm in entry:
+                    continue
+                if arm == "stock":
+                    entry[arm] = stock(model, settings.measure, seconds, times, args.seed)
+                else:
+                    entry[arm] = ours(model, settings, measurer, seconds, times)
+                entry[arm]["provenance"] = provenance.stamp()
+                entry["cpu"], entry["commit"] = entry[arm]["provenance"]["cpu"], entry[arm]["provenance"]["commit"]
+                summarise(entry)
+                save()
+                print(name, arm, {k: v for k, v in entry[arm].items() if k not in ("compiled", "estimate")},
+                      flush=True)
+        finally:
+            measurer.close()
+        print(name, {k: v for k, v in entry.items() if k not in ARMS}, flush=True)
+
+
+if __name__ == "__main__":
+    main()

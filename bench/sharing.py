@@ -1,0 +1,169 @@
+"""Benchmark: selective tuning against tuning every task, and a new model started warm from another's records.
+
+::
+
+    .venv/bin/python bench/sharing.py --models resnet18,mobilenetv2,vgg11,transformer --seeds 0,1
+
+**Modes.** Per model and seed, one run in each sharing mode (:data:`tunewise.sharing.MODES`: ``off``,
+``same-anchor``, ``selective``), each in an empty store, run to convergence at the same per-task budget: every
+searched task gets up to ``--per-task`` trials and finishes after ``--patience`` trials without improvement
+(:class:`tunewise.session.Budget`). As the schedule-sharing seed reports it, per model (medians over seeds):
+
+- ``time_share``: ``selective``'s tuning time over ``off``'s;
+- ``performance_share``: ``off``'s compiled latency over ``selective``'s (1.0: as fast as tuning every task);
+
+their means over the models (``average``), and the same two figures for ``same-anchor``.
+
+**Warm start.** ``--warm-from`` (ResNet-18) is tuned for ``--warm-minutes`` into a store; then each of
+``--warm-models`` (MobileNetV2, VGG-11) is tuned for as long again, cold (an empty store, no warm start) and
+warm (a copy of that store), with a whole-model check every ``--check-every`` seconds. ``cold_s`` and
+``warm_s``: the tuning time of the first check within 10 % of the cold run's final latency (``null`` when
+none was).
+
+Every run is saved in ``--out`` (default ``bench/results/sharing.json``, with the command line, the commit and
+the CPU model: :mod:`provenance`) as soon as it is made; ``--resume`` keeps the runs ``--out`` holds, made with
+the same settings on the same CPU target, and makes only the missing ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import tempfile
+
+import provenance
+
+import tunewise
+from tunewise import target as targets
+from tunewise.session import Budget
+
+MODES = ("off", "same-anchor", "selective")
+WITHIN = 0.10
+
+
+def tune(name: str, store: str, output: str, **options) -> dict:
+    result = tunewise.tune(name, store=store, output=output, progress=False, compare_torch=False, **options)
+    return {"tuning_s": result.tuning_seconds, "final_latency_ms": result.tuned_latency * 1e3,
+            "trials": result.trials, "shared": result.shared,
+            "checks": [(p.elapsed, p.latency * 1e3) for p in result.measured],
+            "provenance": provenance.stamp()}
+
+
+def within(checks: list, goal_ms: float) -> float | None:
+    """The tuning time of the first check at or under ``goal_ms``, or ``None``."""
+    return next((elapsed for elapsed, latency in checks if latency <= goal_ms), None)
+
+
+def shares(by_mode: dict) -> dict:
+    """``selective``'s time and performance shares (medians over the seeds every mode ran), and under
+    ``same_anchor`` that mode's."""
+    seeds = sorted(set.intersection(*(set(runs) for runs in by_mode.values()))) if len(by_mode) == len(MODES) else []
+    if not seeds:
+        return {}
+    off = by_mode["off"]
+
+    def share(mode: str) -> dict:
+        runs = by_mode[mode]
+        return {"time_share": statistics.median(runs[s]["tuning_s"] / off[s]["tuning_s"] for s in seeds),
+                "performance_share": statistics.median(off[s]["final_latency_ms"] / runs[s]["final_latency_ms"]
+                                                       for s in seeds),
+                "seeds": seeds}
+
+    return share("selective") | {"same_anchor": share("same-anchor")}
+
+
+def warm_summary(runs: dict) -> dict:
+    """``cold_s`` and ``warm_s`` (medians over the seeds both ran; ``None`` where a run never came within
+    10 % of its cold run's final latency)."""
+    seeds = sorted(set(runs.get("cold", {})) & set(runs.get("warm", {})))
+    if not seeds:
+        return {}
+    times = {arm: [within(runs[arm][s]["checks"], (1 + WITHIN) * runs["cold"][s]["final_latency_ms"]) for s in seeds]
+             for arm in ("cold", "warm")}
+    return {f"{arm}_s": None if None in values else statistics.median(values) for arm, values in times.items()} | {
+        "seeds": seeds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="resnet18,mobilenetv2,vgg11,transformer")
+    parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--per-task", type=int, default=64)
+    parser.add_argument("--patience", type=int, default=32)
+    parser.add_argument("--warm-from", default="resnet18")
+    parser.add_argument("--warm-models", default="mobilenetv2,vgg11")
+    parser.add_argument("--warm-minutes", type=float, default=10.0)
+    parser.add_argument("--check-every", type=float, default=60.0)
+    parser.add_argument("--out", default="bench/results/sharing.json")
+    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "tunewise-sharing"),
+                        help="where the warm-from store is kept between invocations")
+    parser.add_argument("--resume", action="store_true")
+    args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    header = {"target": str(targets.resolve(None)), "per_task": args.per_task, "patience": args.patience,
+              "warm_from": args.warm_from, "warm_minutes": args.warm_minutes, "check_every_s": args.check_every}
+    results = {**header, "modes": {}, "warm": {}}
+    if args.resume and os.path.exists(args.out):
+        with open(args.out) as f:
+            kept = json.load(f)
+        if any(kept.get(key) != value for key, value in header.items()):
+            raise SystemExit(f"{args.out} was made with other settings or on another CPU target")
+        for part in ("modes", "warm"):
+            results[part] = {name: {arm: {int(s): run for s, run in by_seed.items()}
+                                    for arm, by_seed in entry["runs"].items()}
+                             for name, entry in kept[part].items()}
+
+    def save() -> None:
+        modes = {name: {"runs": runs, **shares(runs)} for name, runs in results["modes"].items()}
+        done = [entry for entry in modes.values() if "time_share" in entry]
+        out = {**header, "modes": modes,
+               "average": {key: statistics.mean(entry[key] for entry in done)
+                           for key in ("time_share", "performance_share")} if done else {},
+               "warm": {name: {"runs": runs, **warm_summary(runs)} for name, runs in results["warm"].items()}}
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(provenance.stamped(out), f, indent=1)
+
+    os.makedirs(args.work, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in args.models.split(","):
+            for seed in seeds:
+                for mode in MODES:
+                    runs = results["modes"].setdefault(name, {}).setdefault(mode, {})
+                    if seed in runs:
+                        continue
+                    runs[seed] = tune(name, f"sqlite:///{scratch}/{name}-{mode}-{seed}.db", f"{scratch}/out",
+                                      budget=Budget(per_task_trials=args.per_task, patience=args.patience),
+                                      share=mode, warm_start=False, seed=seed)
+                    print(name, mode, seed, {k: v for k, v in runs[seed].items() if k != "provenance"}, flush=True)
+                    save()
+        source = os.path.join(args.work, f"{args.warm_from}-{args.warm_minutes:g}min.db")
+        timed = {"budget": Budget(time_budget=60 * args.warm_minutes), "check_every": args.check_every}
+        if args.warm_models and not os.path.exists(source):
+            tune(args.warm_from, f"sqlite:///{source}.part", f"{scratch}/out", warm_start=False, seed=0, **timed)
+            os.replace(f"{source}.part", source)
+        for name in filter(None, args.warm_models.split(",")):
+            for seed in seeds:
+                for arm in ("cold", "warm"):
+                    runs = results["warm"].setdefault(name, {}).setdefault(arm, {})
+                    if seed in runs:
+                        continue
+                    store = f"{scratch}/{name}-{arm}-{seed}.db"
+                    if arm == "warm":
+                        shutil.copy(source, store)
+                    runs[seed] = tune(name, f"sqlite:///{store}", f"{scratch}/out", warm_start=arm == "warm",
+                                      seed=seed, **timed)
+                    print(name, arm, seed, runs[seed]["final_latency_ms"], flush=True)
+                    save()
+    save()
+    with open(args.out) as f:
+        saved = json.load(f)
+    print(json.dumps({part: {name: {k: v for k, v in entry.items() if k != "runs"}
+                             for name, entry in saved[part].items()} for part in ("modes", "warm")}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
