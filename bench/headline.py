@@ -40,6 +40,7 @@ import tempfile
 import time
 
 import provenance
+import stock
 
 from tunewise import prepare, stores, timing, tvm_env, zoo
 from tunewise import target as targets
@@ -96,7 +97,7 @@ class PhaseClock(Callback):
         self._close()
 
 
-def ours(model, settings: RunSettings, measurer, seconds: float, times: list[float]) -> dict:
+def run_ours(model, settings: RunSettings, measurer, seconds: float, times: list[float]) -> dict:
     store = stores.create("sqlite://")
     checks, phases, origin = Checkpoints(times), PhaseClock(), []
 
@@ -130,7 +131,7 @@ def tuning_clock(elapsed: float, points) -> float:
     return elapsed - sum(p.seconds for p in points if p.elapsed <= elapsed)
 
 
-def stock(model, config, seconds: float, times: list[float], seed: int) -> dict:
+def run_stock(model, config, seconds: float, times: list[float], seed: int) -> dict:
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
@@ -203,13 +204,10 @@ def stock(model, config, seconds: float, times: list[float], seed: int) -> dict:
                 raise TimeUp
 
     with tempfile.TemporaryDirectory() as work_dir:
-        contexts = [ms.TuneContext(mod, target=model.target, space_generator="post-order-apply",
-                                   search_strategy="evolutionary", task_name=t.name, rand_state=seed + i + 1,
-                                   num_threads=targets.num_cores(model.target)).clone()
-                    for i, (t, mod) in enumerate(zip(model.tasks, model.task_mods, strict=True))]
+        contexts = stock.contexts(model, seed)
         database = ms.database.MemoryDatabase()
-        builder = TimedBuilder(ms.builder.LocalBuilder(f_build=tvm_env.build_candidate))
-        runner = TimedRunner(ms.runner.LocalRunner(evaluator_config=config.evaluator()))
+        builder = TimedBuilder(stock.builder())
+        runner = TimedRunner(stock.runner(config))
         callbacks = [*ms.measure_callback.MeasureCallback.create("default"), Track(database)]
         clock["start"] = time.perf_counter()
         curve.append((0.0, estimate() * 1e3))
@@ -293,9 +291,9 @@ def main() -> None:
                 if arm in entry:
                     continue
                 if arm == "stock":
-                    entry[arm] = stock(model, settings.measure, seconds, times, args.seed)
+                    entry[arm] = run_stock(model, settings.measure, seconds, times, args.seed)
                 else:
-                    entry[arm] = ours(model, settings, measurer, seconds, times)
+                    entry[arm] = run_ours(model, settings, measurer, seconds, times)
                 entry[arm]["provenance"] = provenance.stamp()
                 entry["cpu"], entry["commit"] = entry[arm]["provenance"]["cpu"], entry[arm]["provenance"]["commit"]
                 summarise(entry)

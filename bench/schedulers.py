@@ -50,6 +50,7 @@ import tempfile
 import time
 
 import provenance
+import stock
 
 from tunewise import callbacks, graph, measure, prepare, session, stores, timing, tvm_env, zoo
 from tunewise import compile as compiler
@@ -173,13 +174,10 @@ def run_stock(model, trials: int, config: measure.MeasureConfig,
             curve.append([time.perf_counter() - start[0], estimate()])
 
     with tempfile.TemporaryDirectory() as work_dir:
-        contexts = [ms.TuneContext(mod, target=model.target, space_generator="post-order-apply",
-                                   search_strategy="evolutionary", task_name=t.name, rand_state=seed + i + 1,
-                                   num_threads=targets.num_cores(model.target)).clone()
-                    for i, (t, mod) in enumerate(zip(model.tasks, model.task_mods, strict=True))]
+        contexts = stock.contexts(model, seed)
         database = ms.database.MemoryDatabase()
-        builder = ms.builder.LocalBuilder(f_build=tvm_env.build_candidate)
-        runner = ms.runner.LocalRunner(evaluator_config=config.evaluator())
+        builder = stock.builder()
+        runner = stock.runner(config)
         callbacks = [*ms.measure_callback.MeasureCallback.create("default"), Track()]
         start[0] = time.perf_counter()
         curve.append([0.0, estimate()])

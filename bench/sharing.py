@@ -21,13 +21,16 @@ warm (a copy of that store), with a whole-model check every ``--check-every`` se
 none was).
 
 Every run is saved in ``--out`` (default ``bench/results/sharing.json``, with the command line, the commit and
-the CPU model: :mod:`provenance`) as soon as it is made; ``--resume`` keeps the runs ``--out`` holds, made with
-the same settings on the same CPU target, and makes only the missing ones.
+the CPU model: :mod:`provenance`) as soon as it is made. ``--resume`` keeps what ``--out`` holds (made with
+the same settings) and makes only the missing runs, so the models can be run a few at a time
+(``--models vgg11 --warm-models ''``); each model records its CPU target, since its runs compare with each
+other only when made on one machine, and a model left incomplete on another target is made again.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -103,36 +106,45 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    header = {"target": str(targets.resolve(None)), "per_task": args.per_task, "patience": args.patience,
-              "warm_from": args.warm_from, "warm_minutes": args.warm_minutes, "check_every_s": args.check_every}
-    results = {**header, "modes": {}, "warm": {}}
+    target = str(targets.resolve(None))
+    header = {"per_task": args.per_task, "patience": args.patience, "warm_from": args.warm_from,
+              "warm_minutes": args.warm_minutes, "check_every_s": args.check_every}
+    results = {"modes": {}, "warm": {}}
     if args.resume and os.path.exists(args.out):
         with open(args.out) as f:
             kept = json.load(f)
         if any(kept.get(key) != value for key, value in header.items()):
-            raise SystemExit(f"{args.out} was made with other settings or on another CPU target")
-        for part in ("modes", "warm"):
-            results[part] = {name: {arm: {int(s): run for s, run in by_seed.items()}
-                                    for arm, by_seed in entry["runs"].items()}
-                             for name, entry in kept[part].items()}
+            raise SystemExit(f"{args.out} was made with other settings")
+        for part, arms in (("modes", MODES), ("warm", ("cold", "warm"))):
+            for name, entry in kept[part].items():
+                runs = {arm: {int(s): run for s, run in by_seed.items()} for arm, by_seed in entry["runs"].items()}
+                complete = all(set(seeds) <= set(runs.get(arm, {})) for arm in arms)
+                if entry["target"] == target or complete:  # a model's runs compare only on one machine
+                    results[part][name] = {"target": entry["target"], "cpu": entry["cpu"], "runs": runs}
+                else:
+                    print(f"{name}: its {part} runs were made on {entry['target']}: made again here", flush=True)
 
     def save() -> None:
-        modes = {name: {"runs": runs, **shares(runs)} for name, runs in results["modes"].items()}
+        modes = {name: {**entry, **shares(entry["runs"])} for name, entry in results["modes"].items()}
         done = [entry for entry in modes.values() if "time_share" in entry]
         out = {**header, "modes": modes,
                "average": {key: statistics.mean(entry[key] for entry in done)
                            for key in ("time_share", "performance_share")} if done else {},
-               "warm": {name: {"runs": runs, **warm_summary(runs)} for name, runs in results["warm"].items()}}
+               "warm": {name: {**entry, **warm_summary(entry["runs"])} for name, entry in results["warm"].items()}}
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out, "w") as f:
             json.dump(provenance.stamped(out), f, indent=1)
 
+    def model_runs(part: str, name: str) -> dict:
+        entry = results[part].setdefault(name, {"target": target, "cpu": provenance.cpu_model(), "runs": {}})
+        return entry["runs"]
+
     os.makedirs(args.work, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
-        for name in args.models.split(","):
+        for name in filter(None, args.models.split(",")):
             for seed in seeds:
                 for mode in MODES:
-                    runs = results["modes"].setdefault(name, {}).setdefault(mode, {})
+                    runs = model_runs("modes", name).setdefault(mode, {})
                     if seed in runs:
                         continue
                     runs[seed] = tune(name, f"sqlite:///{scratch}/{name}-{mode}-{seed}.db", f"{scratch}/out",
@@ -140,15 +152,18 @@ def main() -> None:
                                       share=mode, warm_start=False, seed=seed)
                     print(name, mode, seed, {k: v for k, v in runs[seed].items() if k != "provenance"}, flush=True)
                     save()
-        source = os.path.join(args.work, f"{args.warm_from}-{args.warm_minutes:g}min.db")
+        machine = hashlib.sha256(target.encode()).hexdigest()[:12]  # a store tuned on this CPU target
+        source = os.path.join(args.work, f"{args.warm_from}-{args.warm_minutes:g}min-{machine}.db")
         timed = {"budget": Budget(time_budget=60 * args.warm_minutes), "check_every": args.check_every}
         if args.warm_models and not os.path.exists(source):
+            if os.path.exists(f"{source}.part"):  # what an invocation cut short left
+                os.remove(f"{source}.part")
             tune(args.warm_from, f"sqlite:///{source}.part", f"{scratch}/out", warm_start=False, seed=0, **timed)
             os.replace(f"{source}.part", source)
         for name in filter(None, args.warm_models.split(",")):
             for seed in seeds:
                 for arm in ("cold", "warm"):
-                    runs = results["warm"].setdefault(name, {}).setdefault(arm, {})
+                    runs = model_runs("warm", name).setdefault(arm, {})
                     if seed in runs:
                         continue
                     store = f"{scratch}/{name}-{arm}-{seed}.db"
