@@ -30,7 +30,7 @@ def measurer(host_target):
     from tunewise import measure
 
     # the fixed evaluator with short repeats: quick, and one sample per candidate (the adaptive default is
-    # tested in runners/ and test_adatune, and end to end through the CLI)
+    # tested in evaluators/ and test_adatune, and end to end through the CLI)
     m = measure.Measurer(host_target, measure.MeasureConfig(number=2, min_repeat_ms=10), evaluator="fixed")
     yield m
     m.close()

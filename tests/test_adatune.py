@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from tunewise import cost_models, runners, schedulers, session, stores
+from tunewise import cost_models, evaluators, schedulers, session, stores
 
 pytestmark = pytest.mark.tvm
 
@@ -18,7 +18,7 @@ def tuned(tiny_mlp, measurer):
     store = stores.create("sqlite://")
     run_id = store.create_run(tiny_mlp.name, str(tiny_mlp.target), "round-robin", {})
     model = cost_models.create("rfei", warmup=4, seed=0)
-    fixed, measurer.evaluator = measurer.evaluator, runners.create("adaptive", runs=20, batch_ms=5.0,
+    fixed, measurer.evaluator = measurer.evaluator, evaluators.create("adaptive", runs=20, batch_ms=5.0,
                                                                   max_batches=6)
     try:
         run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=8),

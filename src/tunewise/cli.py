@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-from tunewise import checks, cost_models, energy, filters, graph, noise, runners, schedulers, sharing
+from tunewise import checks, cost_models, energy, evaluators, filters, graph, noise, schedulers, sharing
 from tunewise.errors import InputError, TunewiseError, message_line
 from tunewise.settings import RunSettings
 
@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--scheduler", help=f"task scheduler: {', '.join(schedulers.names())} "
                       f"(default: {RunSettings.scheduler})")
     tune.add_argument("--trials-per-slot", help=f"candidates per slot (default {RunSettings.trials_per_slot})")
-    tune.add_argument("--evaluator", help=f"how candidates are timed: {', '.join(runners.names())} (adaptive: "
+    tune.add_argument("--evaluator", help=f"how candidates are timed: {', '.join(evaluators.names())} (adaptive: "
                       f"AdaTune; default: {RunSettings.evaluator})")
     tune.add_argument("--cost-model", help=f"what ranks candidates: {', '.join(cost_models.names())} (rfei: "
                       f"AdaTune; default: {RunSettings.cost_model})")

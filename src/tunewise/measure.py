@@ -5,7 +5,7 @@ tensor intrinsics (40-70 s on a 2-core VM), so every build times out. :class:`Bu
 run; they import TVM (5 s) and nothing else, and build with :func:`tunewise.tvm_env.build_candidate`.
 Candidates are measured one by one by a candidate runner (:mod:`tunewise.candidate_runners`; by default a
 persistent worker process on this machine), so each trial gets its own run seconds, timed by an evaluator
-(:mod:`tunewise.runners`: AdaTune's adaptive one by default, or MetaSchedule's fixed one) that is told the
+(:mod:`tunewise.evaluators`: AdaTune's adaptive one by default, or MetaSchedule's fixed one) that is told the
 task's best latency so far before every candidate.
 
 With ``overlap=True`` a candidate is measured as soon as it is built while the rest of the batch is still
@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tunewise import candidate_runners, interrupts, runners, tvm_env
+from tunewise import candidate_runners, evaluators, interrupts, tvm_env
 from tunewise.errors import message_line
 
 BUILD_ERROR, RUN_ERROR, TIMEOUT = "build", "run", "timeout"
@@ -148,18 +148,18 @@ class BuilderPool:
 class Measurer:
     """Builds and measures batches of candidates for one target; owns the builder pool and the runner.
 
-    ``evaluator`` is a :mod:`tunewise.runners` name or instance (default :data:`tunewise.runners.DEFAULT`);
+    ``evaluator`` is a :mod:`tunewise.evaluators` name or instance (default :data:`tunewise.evaluators.DEFAULT`);
     ``runner`` a :mod:`tunewise.candidate_runners` name, built for ``target`` and ``config``, or an instance
     (default :data:`tunewise.candidate_runners.DEFAULT`), closed with the measurer.
     """
 
     def __init__(self, target, config: MeasureConfig | None = None, *, scratch: str | None = None,
-                 evaluator: str | runners.Evaluator = runners.DEFAULT,
+                 evaluator: str | evaluators.Evaluator = evaluators.DEFAULT,
                  runner: str | candidate_runners.CandidateRunner = candidate_runners.DEFAULT):
         self.target = target
         tvm_env.use_target_threads(target)  # before the runner starts its worker
         self.config = config or MeasureConfig()
-        self.evaluator = runners.create(evaluator)
+        self.evaluator = evaluators.create(evaluator)
         self.runner = (runner if isinstance(runner, candidate_runners.CandidateRunner)
                        else candidate_runners.create(runner, target=target, config=self.config))
         self.builder = BuilderPool(self.config.builder_workers, self.config.build_timeout, scratch)

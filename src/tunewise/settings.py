@@ -27,7 +27,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tunewise import candidate_runners, cost_models, energy, filters, graph, runners, schedulers, sharing
+from tunewise import candidate_runners, cost_models, energy, evaluators, filters, graph, schedulers, sharing
 from tunewise.checks import DEFAULT_EVERY, EPOCH
 from tunewise.errors import InputError
 from tunewise.goals import Goal
@@ -47,7 +47,7 @@ class RunSettings:
     ``source`` is a zoo name or an absolute model-file path (``None``: a Python model object, passed again to
     resume); ``scheduler`` a :mod:`tunewise.schedulers` name (``None``: a scheduler object); ``input_shapes``
     maps ONNX input names to shapes; ``level`` is the graph level (:data:`tunewise.graph.LEVELS`);
-    ``evaluator``, ``cost_model`` and ``runner`` are names for :func:`tunewise.runners.create`,
+    ``evaluator``, ``cost_model`` and ``runner`` are names for :func:`tunewise.evaluators.create`,
     :func:`tunewise.cost_models.create` and :func:`tunewise.candidate_runners.create`; ``share`` is how tasks share
     schedules (:data:`tunewise.sharing.MODES`: ``"off"``, ``"same-anchor"``, ``"selective"``), and ``warm_start``
     lets a new task start from the best records of the most similar workloads of other runs in the store
@@ -73,7 +73,7 @@ class RunSettings:
     trials_per_slot: int = 16
     level: str = graph.DEFAULT_LEVEL
     seed: int = 0
-    evaluator: str = runners.DEFAULT
+    evaluator: str = evaluators.DEFAULT
     cost_model: str = "xgb"
     share: str = "same-anchor"
     warm_start: bool = True
@@ -114,7 +114,7 @@ class RunSettings:
                                              or not math.isfinite(self.diminishing)):
             raise InputError(f"diminishing-returns threshold must be a number, got {self.diminishing!r}")
         for kind, name, valid in (("scheduler", self.scheduler, schedulers.names()),
-                                  ("evaluator", self.evaluator, runners.names()),
+                                  ("evaluator", self.evaluator, evaluators.names()),
                                   ("cost model", self.cost_model, cost_models.names()),
                                   ("energy meter", self.energy_meter, energy.names()),
                                   ("candidate filter", self.candidate_filter, filters.names())):

@@ -73,7 +73,7 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
 
     The keywords are :class:`~tunewise.settings.RunSettings`' fields, with its defaults (``budget`` None: 200
     trials; ``measure_config`` None: the default :class:`~tunewise.measure.MeasureConfig`); a scheduler may
-    also be a scheduler object. ``evaluator`` (:func:`tunewise.runners.create`) times the candidates,
+    also be a scheduler object. ``evaluator`` (:func:`tunewise.evaluators.create`) times the candidates,
     ``cost_model`` (:func:`tunewise.cost_models.create`) ranks them for the search and ``runner``
     (:func:`tunewise.candidate_runners.create`) runs them. ``share`` says how tasks share schedules
     (:data:`tunewise.sharing.MODES`): ``"off"``; ``"same-anchor"``, tasks with the same anchor computation start

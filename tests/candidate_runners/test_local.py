@@ -2,7 +2,7 @@
 
 import pytest
 
-from tunewise import candidate_runners, measure, runners, tasks, tvm_env
+from tunewise import candidate_runners, evaluators, measure, tasks, tvm_env
 from tunewise.errors import InputError
 
 
@@ -24,7 +24,7 @@ def test_the_local_runner_measures_a_tiny_task(tiny_mlp, host_target):
     runner = candidate_runners.create("local", target=host_target,
                                       config=measure.MeasureConfig(number=2, min_repeat_ms=10))
     try:
-        result = runner.run(artifact, tasks.args_info(mod), runners.create("fixed"))
+        result = runner.run(artifact, tasks.args_info(mod), evaluators.create("fixed"))
     finally:
         runner.close()
     assert result.error_msg is None

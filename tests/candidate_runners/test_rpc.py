@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tunewise import candidate_runners, measure, runners, tasks, tvm_env
+from tunewise import candidate_runners, evaluators, measure, tasks, tvm_env
 from tunewise.errors import InputError
 from tunewise.settings import RunSettings
 
@@ -65,8 +65,8 @@ def test_a_tiny_task_is_measured_on_the_device_the_tracker_hands_out(tracker, ti
     runner = candidate_runners.create(f"rpc://{host}:{port}/{KEY}", target=host_target,
                                       config=measure.MeasureConfig(number=2, min_repeat_ms=10))
     try:
-        timed = runner.run(artifact, tasks.args_info(mod), runners.create("fixed"))
-        adaptive = runner.run(artifact, tasks.args_info(mod), runners.create("adaptive"))
+        timed = runner.run(artifact, tasks.args_info(mod), evaluators.create("fixed"))
+        adaptive = runner.run(artifact, tasks.args_info(mod), evaluators.create("adaptive"))
     finally:
         runner.close()
     assert timed.error_msg is None and adaptive.error_msg is None, (timed.error_msg, adaptive.error_msg)

@@ -4,7 +4,7 @@ Every runner follows the contract of :class:`CandidateRunner`; :func:`create` bu
 :attr:`tunewise.settings.RunSettings.runner` names the run's. ``"local"`` (:data:`DEFAULT`, :class:`Local`)
 runs candidates in a worker process on this machine; ``"rpc://HOST:PORT/KEY"`` (:class:`RPC`) on devices
 registered with a TVM RPC tracker. The tuning loop and the measurer do not change with the runner. How a
-candidate is timed once it runs is the evaluator's business (:mod:`tunewise.runners`, MetaSchedule's
+candidate is timed once it runs is the evaluator's business (:mod:`tunewise.evaluators`, MetaSchedule's
 ``f_run_evaluator``), which every runner calls.
 
 >>> create("ssh", target=None, config=None)

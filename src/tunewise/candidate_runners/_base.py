@@ -21,7 +21,7 @@ class CandidateRunner(abc.ABC):
       deletes its folder afterwards); a remote runner uploads it. ``args_info`` is MetaSchedule's description
       of the candidate's arguments, which the runner allocates with :func:`tunewise.measure.alloc_arguments`
       (random floats, zero integers).
-    - ``evaluator`` (a :class:`tunewise.runners.Evaluator`, or a module-level function of the same signature
+    - ``evaluator`` (a :class:`tunewise.evaluators.Evaluator`, or a module-level function of the same signature
       such as :func:`tunewise.measure.time_once`; picklable) is called where the candidate is loaded, as
       MetaSchedule's ``f_run_evaluator(rt_mod, device, evaluator_config, repeated_args)``, and what it
       returns is the candidate's ``run_secs``.

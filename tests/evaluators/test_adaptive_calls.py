@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from tunewise import runners
+from tunewise import evaluators
 
 
 class _Module:
@@ -37,7 +37,7 @@ _CONFIG = types.SimpleNamespace(enable_cpu_cache_flush=False)
 ])
 def test_each_call_pays_one_warm_up_and_brings_every_micro_batch_it_can(latency, reference, calls, samples):
     module = _Module(latency)
-    evaluator = runners.create("adaptive").with_reference(reference)  # batch_ms 20, min_batches 3
+    evaluator = evaluators.create("adaptive").with_reference(reference)  # batch_ms 20, min_batches 3
     assert len(evaluator(module, _DEVICE, _CONFIG, [()])) == samples
     assert module.calls == calls
 

@@ -15,10 +15,10 @@ True
 from __future__ import annotations
 
 from tunewise import _factory
-from tunewise.runners._adaptive import Adaptive
-from tunewise.runners._base import Evaluator
-from tunewise.runners._fixed import Fixed
-from tunewise.runners._stopping import Outcome, StoppingRule
+from tunewise.evaluators._adaptive import Adaptive
+from tunewise.evaluators._base import Evaluator
+from tunewise.evaluators._fixed import Fixed
+from tunewise.evaluators._stopping import Outcome, StoppingRule
 
 __all__ = ["DEFAULT", "Adaptive", "Evaluator", "Fixed", "Outcome", "StoppingRule", "create", "names"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tunewise.runners._base import Evaluator
+from tunewise.evaluators._base import Evaluator
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,13 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from tunewise.runners._base import Evaluator
-from tunewise.runners._stopping import StoppingRule
+from tunewise.evaluators._base import Evaluator
+from tunewise.evaluators._stopping import StoppingRule
 
 
 @dataclass(frozen=True, kw_only=True)
 class Adaptive(Evaluator):
-    """Times a candidate in micro-batches until :class:`~tunewise.runners.StoppingRule` says stop.
+    """Times a candidate in micro-batches until :class:`~tunewise.evaluators.StoppingRule` says stop.
 
     Implements AdaTune's adaptive evaluator (Li et al., NeurIPS 2020; see ``_stopping``). A micro-batch is
     ``b`` timed runs. ``b`` is ``runs`` (AdaTune's 50) capped, by us, so that a micro-batch lasts about
@@ -23,7 +23,7 @@ class Adaptive(Evaluator):
     micro-batch (a clearly slow candidate stops after it), the micro-batches up to ``min_batches`` come
     from one call, and each later one from its own. Calls cycle through the runner's argument lists.
 
-    Returns :attr:`~tunewise.runners.Outcome.samples`: one latency per micro-batch, whose mean is the
+    Returns :attr:`~tunewise.evaluators.Outcome.samples`: one latency per micro-batch, whose mean is the
     trimmed-mean estimate, so a trial's ``len(run_secs)`` is its number of micro-batches. ``reference`` is
     the task's best latency, set by :meth:`with_reference`; a candidate over ``slow_factor`` times it stops
     after ``slow_batches`` micro-batches. Of the runner's ``EvaluatorConfig`` only

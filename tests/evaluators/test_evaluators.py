@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tunewise import runners, tasks
+from tunewise import evaluators, tasks
 
 pytestmark = pytest.mark.tvm
 
@@ -17,7 +17,7 @@ ADAPTIVE = {"runs": 20, "batch_ms": 5.0, "max_batches": 6}
 def adaptive(measurer):
     """The shared measurer, timing with the adaptive evaluator for the duration of one test."""
     fixed = measurer.evaluator
-    measurer.evaluator = runners.create("adaptive", **ADAPTIVE)
+    measurer.evaluator = evaluators.create("adaptive", **ADAPTIVE)
     yield measurer
     measurer.evaluator = fixed
 
@@ -38,7 +38,7 @@ def test_the_default_measurer_uses_the_adaptive_evaluator(host_target):
 
     m = measure.Measurer(host_target)
     try:
-        assert m.evaluator == runners.Adaptive()
+        assert m.evaluator == evaluators.Adaptive()
     finally:
         m.close()
 

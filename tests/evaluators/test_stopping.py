@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tunewise import runners
+from tunewise import evaluators
 from tunewise.errors import InputError
-from tunewise.runners import StoppingRule
+from tunewise.evaluators import StoppingRule
 
 RULE = StoppingRule()  # epsilon 0.1, 3..10 micro-batches, trim after 4, slow at 5x after 1
 
@@ -98,20 +98,20 @@ def test_bad_rules(kwargs):
     with pytest.raises(ValueError):
         StoppingRule(**kwargs)
     with pytest.raises(InputError):
-        runners.create("adaptive", **kwargs)
+        evaluators.create("adaptive", **kwargs)
 
 
 def test_factory():
-    assert isinstance(runners.create("fixed"), runners.Fixed)
-    adaptive = runners.create("adaptive", runs=10, batch_ms=0)
+    assert isinstance(evaluators.create("fixed"), evaluators.Fixed)
+    adaptive = evaluators.create("adaptive", runs=10, batch_ms=0)
     assert adaptive.with_reference(1e-3).reference == 1e-3 and adaptive.reference == math.inf
     assert adaptive.runs_per_batch(1.0) == 10  # batch_ms=0: no cap
-    assert runners.create("adaptive", runs=50, batch_ms=20).runs_per_batch(1e-3) == 20
-    assert runners.create("adaptive").runs_per_batch(1e-6) == 50
-    assert runners.create("adaptive").runs_per_batch(1.0) == 1
+    assert evaluators.create("adaptive", runs=50, batch_ms=20).runs_per_batch(1e-3) == 20
+    assert evaluators.create("adaptive").runs_per_batch(1e-6) == 50
+    assert evaluators.create("adaptive").runs_per_batch(1.0) == 1
     for name, kwargs in [("nope", {}), ("fixed", {"number": 3}), ("adaptive", {"eps": 0.1}),
                          ("adaptive", {"runs": 0}), ("adaptive", {"reference": 0.0})]:
         with pytest.raises(InputError):
-            runners.create(name, **kwargs)
+            evaluators.create(name, **kwargs)
     with pytest.raises(InputError):
-        runners.create(adaptive, runs=3)
+        evaluators.create(adaptive, runs=3)
