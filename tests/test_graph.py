@@ -1,5 +1,5 @@
-"""Graph levels on real TVM: every level compiles tiny-cnn to the reference outputs, and ``nhwc`` really moves
-the convolutions to channels-last."""
+"""Graph levels on real TVM: every level compiles tiny-cnn to the reference outputs, ``nhwc`` really moves
+the convolutions to channels-last, and ``prepack`` folds the tuned weight layouts into the constants."""
 
 import logging
 
@@ -48,6 +48,38 @@ def test_fold_bn_removes_the_batch_norm_tasks(tiny_cnn, host_target):
     decomposed = tasks.extract(tiny_cnn, host_target, level="decompose")
     folded = tasks.extract(tiny_cnn, host_target, level="fold-bn")
     assert sum(t.weight for t in folded.tasks) < sum(t.weight for t in decomposed.tasks)
+
+
+def test_prepack_tunes_weight_layouts_and_folds_them_into_the_constants(tiny_cnn, host_target, measurer):
+    import tvm
+    from tvm import relax
+
+    from tunewise import schedulers, session, stores
+
+    model = tasks.extract(tiny_cnn, host_target, level="prepack", measurer=measurer)
+    convolutions = [k for k, t in enumerate(model.tasks) if "conv2d" in t.name]
+    assert convolutions and all("layout_free_buffers" in model.task_mods[k].script() for k in convolutions)
+    store = stores.create("sqlite://")
+    run = store.create_run(model.name, str(host_target), "round-robin", {})
+    loop = session.Session(model, schedulers.create("round-robin"), session.Budget(max_trials=6 * len(model.tasks)),
+                           measurer, store, run, trials_per_slot=6, warm_start=False)
+    loop.run()
+    chosen = compiler.best_records_database(model, loop.database)
+    rewritten = [k for k in convolutions if chosen.has_workload(model.task_mods[k]) and "layout_rewrite_preproc" in
+                 chosen.get_top_k(chosen.commit_workload(model.task_mods[k]), 1)[0].as_measure_candidate().sch.mod
+                 .script()]
+    assert rewritten  # a tuned convolution reads its weights in a layout of its own
+    # compiled, the rewrites run once, on the constants: no operator the model calls rewrites a layout
+    with host_target, chosen, tvm.transform.PassContext(opt_level=3):
+        lowered = relax.transform.MetaScheduleApplyDatabase()(graph.lower(model.mod, host_target, "prepack"))
+        folded = tvm.transform.Sequential([relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant(),
+                                           relax.transform.DeadCodeElimination()])(lowered)
+    assert any("layout_rewrite_preproc" in f.script() for f in lowered.functions.values()
+               if isinstance(f, tvm.tirx.PrimFunc))
+    assert not any("layout_rewrite_preproc" in f.script() for f in folded.functions.values()
+                   if isinstance(f, tvm.tirx.PrimFunc))
+    compiled = compiler.CompiledModel(compiler.build(model, loop.database), host_target)
+    assert compiler.verify(compiled, model.inputs, model.reference_outputs) < 1e-4
 
 
 def test_unknown_level_is_an_input_error(tiny_cnn, host_target):

@@ -46,13 +46,17 @@ def best_records_database(model, database):
 
 def build(model, database=None):
     """Compile an :class:`~tunewise.tasks.ExtractedModel`; with ``database``, apply its best records."""
+    import tvm
+    from tvm import relax
     from tvm.s_tir import meta_schedule as ms
 
-    from tunewise import tvm_env
+    from tunewise import graph, tvm_env
 
     tvm_env.prepare(model.target.kind.name)
     chosen = best_records_database(model, database) if database is not None else ms.database.MemoryDatabase()
-    return ms.relax_integration.compile_relax(chosen, model.mod, model.target, params=None)
+    with model.target, chosen, tvm.transform.PassContext(opt_level=3):
+        return relax.build(model.mod, target=model.target,
+                           relax_pipeline=graph.compile_pipeline(model.target, model.level))
 
 
 @dataclass(frozen=True)

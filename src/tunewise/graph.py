@@ -3,9 +3,15 @@
 :func:`optimize` runs the graph-level passes of a level on the imported Relax module (batch-norm folding,
 decomposition for inference, and at the default level ``nhwc`` convolutions moved to NHWC data and HWIO
 weights, so that output channels are innermost for the search to vectorise over); its output is the module
-both extracted from and compiled. The fusion passes that follow (:func:`fusion_passes`) are exactly those
-``compile_relax`` runs before it applies the database: extraction runs the same list on the same module, so
-the workloads hash the same on both sides.
+both extracted from and compiled. Extraction and compilation then lower it alike (:func:`lower`: the fusion
+passes of MetaSchedule's ``compile_relax``, :func:`fusion_passes`), so the workloads hash the same on both
+sides; compilation applies the database after them (:func:`compile_pipeline`).
+
+At level ``prepack`` (``nhwc`` plus this), the weights are also pre-packed: the fused operators mark their
+weights as layout-free before extraction, so a tuned schedule may choose the layout its loops read the weights
+in (MetaSchedule's ``RewriteLayout``, measured without the rewrite, as a pre-packed weight runs), and
+compilation splits those weight rewrites out of the operators and folds them into the constants, once
+(:func:`compile_pipeline`). onnxruntime's CPU convolutions do the same with their blocked weights.
 
 A level is a list of steps. The channels-last step runs only on a module with a 2-d convolution, after the
 negative axes of the operators that Relax's ``ConvertLayout`` cannot remap (it fails on them with
@@ -19,7 +25,7 @@ import logging
 
 from tunewise.errors import InputError, message_line
 
-LEVELS = ("none", "decompose", "fold-bn", "nhwc")
+LEVELS = ("none", "decompose", "fold-bn", "nhwc", "prepack")
 DEFAULT_LEVEL = "nhwc"
 LAYOUT_STEP = "channels-last layout"
 
@@ -39,7 +45,7 @@ def _steps(level: str) -> list[tuple[str, list]]:
     if level == "decompose":
         return [("decompose", decompose)]
     steps = [("fold-bn", [relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant(), *decompose])]
-    if level == "nhwc":  # output channels innermost in data and weights: the search vectorises over them
+    if level in ("nhwc", "prepack"):  # output channels innermost in data and weights: the search vectorises them
         steps.append((LAYOUT_STEP, [normalize_axes(), relax.transform.ConvertLayout(
             {"relax.nn.conv2d": ["NHWC", "HWIO"]}), relax.transform.FoldConstant()]))
     return steps
@@ -156,9 +162,39 @@ def fusion_passes(target) -> list:
             relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR()]
 
 
-def lower(mod, target):
-    """``mod`` after :func:`fusion_passes`: one TIR function per tunable operator."""
-    import tvm
+def prepacks(level: str) -> bool:
+    """Whether a model of graph level ``level`` runs with its weights pre-packed in the tuned layouts."""
+    return level == "prepack"
 
+
+def lower(mod, target, level: str = DEFAULT_LEVEL):
+    """``mod`` after :func:`fusion_passes`: one TIR function per tunable operator (with its weights marked
+    layout-free at a level that :func:`prepacks`)."""
+    import tvm
+    from tvm import relax
+
+    extra = [relax.transform.AttachAttrLayoutFreeBuffers()] if prepacks(level) else []
     with target, tvm.transform.PassContext(opt_level=3):
-        return tvm.transform.Sequential(fusion_passes(target))(mod)
+        return tvm.transform.Sequential([*fusion_passes(target), *extra])(mod)
+
+
+def compile_pipeline(target, level: str = DEFAULT_LEVEL):
+    """The Relax pipeline that compiles a module of graph level ``level`` with the MetaSchedule database in
+    context: :func:`lower`, the database's schedules applied to the operators it has, and at a level that
+    :func:`prepacks` the weight layout rewrites split out and folded into the constants; then the VM
+    lowering of the target's default pipeline."""
+    import tvm
+    from tvm import relax
+
+    lowering = relax.pipeline.dataflow_lower_passes(target)
+    finalizing = relax.pipeline.finalize_passes(target)
+    prepacking = ([relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant(),
+                   relax.transform.DeadCodeElimination()] if prepacks(level) else [])
+
+    @tvm.transform.module_pass(opt_level=3)
+    def pipeline(mod, _ctx):
+        mod = lower(mod, target, level)
+        mod = relax.transform.MetaScheduleApplyDatabase()(mod)
+        return tvm.transform.Sequential([*prepacking, *lowering, *finalizing])(mod)
+
+    return pipeline

@@ -1,7 +1,7 @@
 """Tunable tasks: extraction from the optimised model, with weight, FLOPs and untuned latency.
 
-Extraction lowers the module that :func:`tunewise.graph.optimize` returned with the very passes compilation
-runs (:func:`tunewise.graph.fusion_passes`), so every record tuned for a task applies at compile time.
+Extraction lowers the module that :func:`tunewise.graph.optimize` returned as compilation does
+(:func:`tunewise.graph.lower`), so every record tuned for a task applies at compile time.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ class Task:
 
 @dataclass(frozen=True)
 class ExtractedModel:
-    """A model ready to tune: the optimised Relax module, its tasks and their TIR modules (same order).
+    """A model ready to tune: the optimised Relax module, its tasks and their TIR modules (same order), and
+    the graph level it was optimised at (:data:`tunewise.graph.LEVELS`), which its compilation follows.
 
     ``defaults_measured`` says whether the tasks' default latencies were measured; until they are, they are
     ``inf`` (a new :class:`~tunewise.session.Session` then measures them after its first slot).
@@ -49,6 +50,7 @@ class ExtractedModel:
     inputs: tuple = ()
     reference_outputs: tuple = ()
     defaults_measured: bool = False
+    level: str = graph.DEFAULT_LEVEL
 
     def with_default_latencies(self, latencies) -> ExtractedModel:
         """This model with its tasks' default latencies replaced (measured, or those a stored run was tuned
@@ -96,12 +98,13 @@ def extract(imported, target, *, level: str = graph.DEFAULT_LEVEL, measurer=None
     from tvm_ffi import structural_hash
 
     mod = graph.optimize(imported.mod, target, level)
-    extracted = [t for t in ms.relax_integration.extract_tasks(graph.lower(mod, target), target)
+    extracted = [t for t in ms.relax_integration.extract_tasks(graph.lower(mod, target, level), target)
                  if not t.dispatched[0].attrs or not t.dispatched[0].attrs.get("tirx.is_scheduled", False)]
     task_mods = tuple(t.dispatched[0] for t in extracted)
     tasks = tuple(Task(t.task_name, f"{structural_hash(m) & (2**64 - 1):016x}", int(t.weight), _flops(m), math.inf)
                   for t, m in zip(extracted, task_mods, strict=True))
-    model = ExtractedModel(imported.name, mod, target, tasks, task_mods, imported.inputs, imported.reference_outputs)
+    model = ExtractedModel(imported.name, mod, target, tasks, task_mods, imported.inputs, imported.reference_outputs,
+                           level=level)
     return model if measurer is None else measure_defaults(model, measurer)
 
 
