@@ -4,7 +4,7 @@
 
     .venv/bin/python bench/cluster.py --store postgresql+psycopg://postgres@127.0.0.1:5432/tunewise_bench
 
-Both arms give every model the same tuning time (``--minutes``), the same settings and a whole-model check
+Both arms give every model the same budget (``--trials``), the same settings and a whole-model check
 (:mod:`tunewise.checks`) every ``--check-every`` seconds of its tuning:
 
 - ``sequential``: :func:`tunewise.tune` on each model in turn, on the whole machine, each in its own SQLite
@@ -108,7 +108,7 @@ def reached(checks: list, goal_ms: float) -> float | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="resnet18,mobilenetv2,squeezenet1.1")
-    parser.add_argument("--minutes", type=float, default=5.0, help="tuning time per model")
+    parser.add_argument("--trials", type=int, default=200, help="trials per model")
     parser.add_argument("--check-every", type=float, default=60.0)
     parser.add_argument("--round", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -116,7 +116,7 @@ def main() -> None:
     parser.add_argument("--out", default="bench/results/cluster.json")
     args = parser.parse_args()
     models = args.models.split(",")
-    settings = RunSettings(budget=Budget(time_budget=60 * args.minutes), check_every=args.check_every,
+    settings = RunSettings(budget=Budget(max_trials=args.trials), check_every=args.check_every,
                            seed=args.seed)
     postgres.empty(args.store)
     with tempfile.TemporaryDirectory() as folder:
@@ -128,7 +128,7 @@ def main() -> None:
             run["goal_ms"], run["reached_s"] = goals[name], reached(run["checks"], goals[name])
         times = [run["reached_s"] for run in arm["models"].values()]
         arm["all_reached_s"] = None if None in times else max(times)
-    results = {"models": models, "minutes": args.minutes, "check_every_s": args.check_every,
+    results = {"models": models, "trials": args.trials, "check_every_s": args.check_every,
                "round_s": args.round, "seed": args.seed, "nodes": 2, "cores": os.cpu_count(), "arms": arms}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
