@@ -113,17 +113,11 @@ def run_ours(model, settings: RunSettings, measurer, seconds: float, times: list
     loop.check_model()
     points = store.get_model_latencies(loop.run_id)
     compiled = [(tuning_clock(p.elapsed, points), p.latency * 1e3) for p in points]
-    curve, best = [(0.0, _estimate(model, {}) * 1e3)], {}
-    for c in store.get_checkpoints(loop.run_id):
-        best[c.task_index] = min(best.get(c.task_index, math.inf), c.latency)
-        curve.append((tuning_clock(c.elapsed, points), _estimate(model, best) * 1e3))
+    curve = [(0.0, model.untuned_latency() * 1e3)] + [(tuning_clock(c.elapsed, points), c.latency * 1e3)
+                                                       for c in store.get_checkpoints(loop.run_id)]
     tuning, trials = compiled[-1][0], len(store.get_trials(loop.run_id, records=False))
     return {"compiled": compiled, "estimate": curve, "trials": trials, "tuning_s": tuning,
             "trials_per_min": 60 * trials / tuning, "split": phases.seconds, "final_ms": compiled[-1][1]}
-
-
-def _estimate(model, best: dict[int, float]) -> float:
-    return sum(t.weight * min(best.get(k, math.inf), t.default_latency) for k, t in enumerate(model.tasks))
 
 
 def tuning_clock(elapsed: float, points) -> float:
