@@ -22,8 +22,9 @@ sequence, failed by the store), ``skipped`` (proposals the filter skipped) and `
 the meter is the CPU-time estimate). Per model and arm, the medians over seeds. ``--out`` (default
 ``bench/results/trimmer.json``) holds them with the command line, the commit and the CPU model
 (:mod:`provenance`), and each run its own; it is written after every run, and ``--resume`` makes only the runs
-it does not hold yet, so the benchmark can be run a few models or seeds at a time (every run of a model
-should come from one machine: the goal compares them).
+it does not hold yet, so the benchmark can be run a few models or seeds at a time. Each model records its
+CPU target, and runs of a model are made on one machine only (the goal compares them): resuming a model
+on another target is refused.
 """
 
 from __future__ import annotations
@@ -114,15 +115,19 @@ def main() -> None:
                              "only the missing ones")
     args = parser.parse_args()
     target = targets.resolve(None)
-    results = {"target": str(target), "minutes": args.minutes, "check_every_s": args.check_every, "models": {}}
+    results = {"minutes": args.minutes, "check_every_s": args.check_every, "models": {}}
     if args.resume and os.path.exists(args.out):
         with open(args.out) as f:
             kept = json.load(f)
-        if (kept["minutes"], kept["check_every_s"], kept["target"]) != (args.minutes, args.check_every, str(target)):
-            raise SystemExit(f"{args.out} was made with other --minutes, --check-every or another CPU target")
-        results["models"] = {name: {"runs": {arm: {int(seed): run for seed, run in by_seed.items()}
-                                             for arm, by_seed in model["runs"].items()}}
-                             for name, model in kept["models"].items()}
+        if (kept["minutes"], kept["check_every_s"]) != (args.minutes, args.check_every):
+            raise SystemExit(f"{args.out} was made with other --minutes or --check-every")
+        for name, model in kept["models"].items():
+            if name in args.models.split(",") and model["target"] != str(target):
+                raise SystemExit(f"{args.out} holds runs of {name} made on {model['target']}: a model's runs compare "
+                                 f"only on one machine (give another --out, or leave {name} out)")
+            results["models"][name] = {"target": model["target"], "cpu": model["cpu"],
+                                       "runs": {arm: {int(seed): run for seed, run in by_seed.items()}
+                                                for arm, by_seed in model["runs"].items()}}
 
     def save() -> None:
         for entry in results["models"].values():
@@ -132,7 +137,8 @@ def main() -> None:
             json.dump(provenance.stamped(results), f, indent=1)
 
     for name in args.models.split(","):
-        runs = results["models"].setdefault(name, {"runs": {}})["runs"]
+        entry = {"target": str(target), "cpu": provenance.cpu_model(), "runs": {}}
+        runs = results["models"].setdefault(name, entry)["runs"]
         todo = [(seed, arm) for seed in (int(s) for s in args.seeds.split(",")) for arm in args.arms.split(",")
                 if seed not in runs.get(arm, {})]
         if not todo:
