@@ -186,8 +186,7 @@ def compile_pipeline(target, level: str = DEFAULT_LEVEL):
     import tvm
     from tvm import relax
 
-    lowering = relax.pipeline.dataflow_lower_passes(target)
-    finalizing = relax.pipeline.finalize_passes(target)
+    lowering, finalizing = _backend_passes(target)
     prepacking = ([relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant(),
                    relax.transform.DeadCodeElimination()] if prepacks(level) else [])
 
@@ -198,3 +197,17 @@ def compile_pipeline(target, level: str = DEFAULT_LEVEL):
         return tvm.transform.Sequential([*prepacking, *lowering, *finalizing])(mod)
 
     return pipeline
+
+
+def _backend_passes(target) -> tuple[list, list]:
+    """The dataflow-lowering and finalizing passes of ``target``'s default Relax pipeline. TVM 0.27's CPU
+    backend package does not export its dataflow-lowering passes, so the dispatcher fails on CPU targets: they
+    are then taken from the backend's pipeline module."""
+    from tvm import relax
+
+    try:
+        return relax.pipeline.dataflow_lower_passes(target), relax.pipeline.finalize_passes(target)
+    except (ValueError, AttributeError):
+        from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+        return cpu.dataflow_lower_passes(target), cpu.finalize_passes(target)
