@@ -4,8 +4,8 @@
 
     .venv/bin/python bench/cluster.py --store postgresql+psycopg://postgres@127.0.0.1:5432/tunewise_bench
 
-Both arms give every model the same budget (``--trials``), the same settings and a whole-model check
-(:mod:`tunewise.checks`) every ``--check-every`` seconds of its tuning:
+The arms run in turn, the fleet first. Both give every model the same budget (``--trials``), the same
+settings and a whole-model check (:mod:`tunewise.checks`) every ``--check-every`` seconds of its tuning:
 
 - ``sequential``: :func:`tunewise.tune` on each model in turn, on the whole machine, each in its own SQLite
   store;
@@ -120,8 +120,8 @@ def main() -> None:
                            seed=args.seed)
     postgres.empty(args.store)
     with tempfile.TemporaryDirectory() as folder:
-        arms = {"sequential": sequential(models, settings, folder),
-                "fleet": fleet(models, settings, args.store, args.round, folder)}
+        arms = {"fleet": fleet(models, settings, args.store, args.round, folder)}
+        arms["sequential"] = sequential(models, settings, folder)
     goals = {name: 1.10 * min(arm["models"][name]["final_latency_ms"] for arm in arms.values()) for name in models}
     for arm in arms.values():
         for name, run in arm["models"].items():
