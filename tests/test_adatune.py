@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -49,18 +48,16 @@ def test_the_forest_ranked_the_second_slot(tuned):
     assert model.exploration_ == 0.5  # the second task had nothing measured yet: the cap
 
 
-
-def test_the_forest_ranks_the_measured_candidates_in_their_measured_order(tuned):
+def test_the_forest_ranks_each_tasks_fastest_candidate_above_its_slowest(tuned):
     _, _, model, *_ = tuned
-    # pairs of one task's candidates whose measured latencies differ by a factor of two or more (timing noise
-    # is a few percent; a forest of 10 bootstrapped trees can swap two of 4 samples 1.55x apart): the refitted
-    # forest predicts the faster one the higher normalised throughput
-    pairs = 0
+    # per task, the measured fastest and slowest of its candidates, where they are further apart than timing
+    # noise (a few percent): the refitted forest predicts the fastest the higher normalised throughput (closer
+    # pairs of 4 samples can swap in a forest of 10 bootstrapped trees)
+    spread = 0
     for features, latencies in model._data.values():
         predicted = model.forest_.predict(np.asarray(features))
-        for i, j in itertools.combinations(range(len(latencies)), 2):
-            if latencies[i] > 2 * latencies[j] or latencies[j] > 2 * latencies[i]:
-                faster, slower = (i, j) if latencies[i] < latencies[j] else (j, i)
-                assert predicted[faster] > predicted[slower], (latencies, predicted)
-                pairs += 1
-    assert pairs >= 3
+        fastest, slowest = int(np.argmin(latencies)), int(np.argmax(latencies))
+        if latencies[slowest] > 1.2 * latencies[fastest]:
+            assert predicted[fastest] > predicted[slowest], (latencies, predicted)
+            spread += 1
+    assert spread >= 1
