@@ -15,14 +15,14 @@ settings and a whole-model check (:mod:`tunewise.checks`) every ``--check-every`
   own).
 
 A model's goal is 1.10 times the best final latency either arm compiled for it. Reported per arm: the wall
-time from the arm's start until each model's first check at or under its goal and until every model's
-(``null`` where one never got there), the arm's whole wall time (artifacts written), and per model its final
-compiled latency and trials. The wall time of a check is exact in ``sequential`` (a callback); in ``fleet``
-it is placed from the end of the round that made it (the round's wall time less the tuning seconds left in
-it). On a machine of fewer cores than nodes the nodes share cores, so the fleet's measurements share them
-with the other node's builds: the figures say what the cluster's machinery costs or gains on one machine,
-not what two machines give. ``--out`` (default ``bench/results/cluster.json``) holds the command line, the
-commit and the CPU model (:mod:`provenance`).
+time from the arm's start until each model's first check (or its artifact, timed) at or under its goal and
+until every model's (``null`` where one never got there), the arm's whole wall time (artifacts written), and
+per model its final compiled latency and trials. The wall time of a check is exact in ``sequential`` (a
+callback); in ``fleet`` it is placed from the end of the round that made it (the round's wall time less the
+tuning seconds left in it). On a machine of fewer cores than nodes the nodes share cores, so the fleet's
+measurements share them with the other node's builds: the figures say what the cluster's machinery costs or
+gains on one machine, not what two machines give. ``--out`` (default ``bench/results/cluster.json``) holds the
+command line, the commit and the CPU model (:mod:`provenance`).
 """
 
 from __future__ import annotations
@@ -60,8 +60,9 @@ def sequential(models: list[str], settings: RunSettings, folder: str) -> dict:
         result = tunewise.tune(name, budget=settings.budget, seed=settings.seed, check_every=settings.check_every,
                                store=f"sqlite:///{folder}/{name}.db", output=f"{folder}/seq-{name}",
                                callbacks=[clock], progress=False, compare_torch=False)
-        runs[name] = {"checks": [(wall, latency) for wall, _, latency in clock.points],
-                      "final_latency_ms": result.tuned_latency * 1e3, "trials": result.trials}
+        checks = [(wall, latency) for wall, _, latency in clock.points]
+        checks.append((time.perf_counter() - start, result.tuned_latency))  # the artifact, once it is timed
+        runs[name] = {"checks": checks, "final_latency_ms": result.tuned_latency * 1e3, "trials": result.trials}
         print("sequential", name, runs[name]["final_latency_ms"], result.trials, flush=True)
     return {"wall_s": time.perf_counter() - start, "models": runs}
 
@@ -94,6 +95,7 @@ def fleet(models: list[str], settings: RunSettings, store: str, round_seconds: f
             if ends:
                 round_wall, round_elapsed = ends[0]
                 checks.append((round_wall - (round_elapsed - point.elapsed), point.latency))
+        checks.append((wall, tuned.tuned_latency))  # the artifacts, once all are timed
         runs[name] = {"checks": checks, "final_latency_ms": tuned.tuned_latency * 1e3, "trials": tuned.trials}
     keeper.close()
     return {"wall_s": wall, "rounds": len(rounds), "suspensions": result.suspensions,
