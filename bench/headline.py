@@ -33,6 +33,7 @@ measurement are the wall time of its builder's and runner's calls, search the re
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -151,6 +152,14 @@ def run_stock(model, config, seconds: float, times: list[float], seed: int) -> d
         compiled.append((at, latency * 1e3))
         clock["paused"] += time.perf_counter() - start
 
+    @contextlib.contextmanager
+    def timing(phase: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            split[phase] += time.perf_counter() - start
+
     @derived_object
     class TimedBuilder(ms.builder.PyBuilder):
         def __init__(self, inner):
@@ -158,11 +167,8 @@ def run_stock(model, config, seconds: float, times: list[float], seed: int) -> d
             self.inner = inner
 
         def build(self, build_inputs):
-            start = time.perf_counter()
-            try:
+            with timing("build"):
                 return self.inner.build(build_inputs)
-            finally:
-                split["build"] += time.perf_counter() - start
 
     @derived_object
     class TimedRunner(ms.runner.PyRunner):
@@ -170,13 +176,9 @@ def run_stock(model, config, seconds: float, times: list[float], seed: int) -> d
             super().__init__()
             self.inner = inner
 
-        def run(self, runner_inputs):
-            start = time.perf_counter()
-            futures = self.inner.run(runner_inputs)
-            for f in futures:  # LocalRunner's futures are done already; a wait here would be measurement too
-                f.result()
-            split["measure"] += time.perf_counter() - start
-            return futures
+        def run(self, runner_inputs):  # LocalRunner measures within the call: its futures come back done
+            with timing("measure"):
+                return self.inner.run(runner_inputs)
 
     @derived_object
     class Track(PyMeasureCallback):
