@@ -121,23 +121,6 @@ def test_a_run_with_a_slot_stored_twice_resumes(tmp_path, capsys, tune_process):
     assert store.get_run(run.id).status == stores.FINISHED
 
 
-def test_a_budget_option_on_resume_replaces_that_limit_only(tmp_path, capsys):
-    url = f"sqlite:///{tmp_path}/tunewise.db"
-    store = stores.create(url)
-    assert cli.main(["tune", "tiny-mlp", "--time-budget", "1h", "--trials", "2", "--trials-per-slot", "2",
-                     "--store", url, "-o", str(tmp_path / "out")]) == 0
-    [run] = store.get_runs()
-    assert cli.main(["tune", "--resume", str(run.id), "--trials", "4", "--store", url]) == 0
-    assert store.get_run(run.id).settings["budget"] == {
-        "max_trials": 4, "time_budget": 3600.0, "per_task_trials": None, "patience": None, "count_failures": True}
-    assert len(store.get_trials(run.id)) == 4
-    assert cli.main(["tune", "--resume", str(run.id), "--patience", "50", "--store", url]) == 0  # a limit alone
-    assert store.get_run(run.id).settings["budget"] == {
-        "max_trials": 4, "time_budget": 3600.0, "per_task_trials": None, "patience": 50, "count_failures": True}
-    assert len(store.get_trials(run.id)) == 4
-    capsys.readouterr()
-
-
 @pytest.fixture
 def small_filesystem(tmp_path):
     """A folder on a 4 MiB tmpfs of its own (mounting needs root)."""
