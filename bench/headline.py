@@ -127,6 +127,12 @@ def tuning_clock(elapsed: float, points) -> float:
 
 
 def run_stock(model, config, seconds: float, times: list[float], seed: int) -> dict:
+    """Stock's gradient scheduler first hands every task a batch before it joins any (its warm-up round), and
+    its database gets a batch's records only when the batch is joined. So stock is stopped in two steps: once
+    its time is up, its builder fails every new candidate at once ("time is up"), which lets the scheduler
+    join, and record, every batch measured in time; the next build after that ends the run. Its tuning time
+    ends when its time is up; ``trials`` are the candidates it measured by then. A checkpoint falls at the
+    first join after its time (only joins add records)."""
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
@@ -134,13 +140,17 @@ def run_stock(model, config, seconds: float, times: list[float], seed: int) -> d
     best = [math.inf] * len(model.tasks)
     checker, pending = ModelCheck(), sorted(times)
     split = {"search": 0.0, "build": 0.0, "measure": 0.0}
-    clock = {"start": 0.0, "paused": 0.0}
+    clock = {"start": 0.0, "paused": 0.0, "stopped": None}
+    batches = {"built": 0, "joined": 0, "measured": 0}
     curve, compiled = [], []
+    time_up = "time is up"
 
     class TimeUp(Exception):
         pass
 
     def tuned() -> float:
+        if clock["stopped"] is not None:
+            return clock["stopped"]
         return time.perf_counter() - clock["start"] - clock["paused"]
 
     def estimate() -> float:
@@ -167,6 +177,13 @@ def run_stock(model, config, seconds: float, times: list[float], seed: int) -> d
             self.inner = inner
 
         def build(self, build_inputs):
+            if clock["stopped"] is None and tuned() >= seconds:
+                clock["stopped"] = tuned()
+            if clock["stopped"] is not None:
+                if batches["joined"] == batches["built"]:
+                    raise TimeUp
+                return [ms.builder.BuilderResult(None, time_up) for _ in build_inputs]
+            batches["built"] += 1
             with timing("build"):
                 return self.inner.build(build_inputs)
 
@@ -177,6 +194,7 @@ def run_stock(model, config, seconds: float, times: list[float], seed: int) -> d
             self.inner = inner
 
         def run(self, runner_inputs):  # LocalRunner measures within the call: its futures come back done
+            batches["measured"] += len(runner_inputs)
             with timing("measure"):
                 return self.inner.run(runner_inputs)
 
@@ -187,6 +205,8 @@ def run_stock(model, config, seconds: float, times: list[float], seed: int) -> d
             self.database = database
 
         def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+            if any(result.error_msg != time_up for result in builder_results):
+                batches["joined"] += 1
             for result in runner_results:
                 if result.run_secs:
                     secs = [float(s) for s in result.run_secs]
@@ -194,10 +214,8 @@ def run_stock(model, config, seconds: float, times: list[float], seed: int) -> d
             curve.append((tuned(), estimate() * 1e3))
             passed = [t for t in pending if t <= tuned()]
             del pending[:len(passed)]
-            if passed:
+            if passed and clock["stopped"] is None:
                 checkpoint(self.database)
-            if tuned() >= seconds:
-                raise TimeUp
 
     with tempfile.TemporaryDirectory() as work_dir:
         contexts = stock.contexts(model, seed)
@@ -213,11 +231,10 @@ def run_stock(model, config, seconds: float, times: list[float], seed: int) -> d
                           database=database, cost_model="xgb", measure_callbacks=callbacks,
                           task_scheduler="gradient")
         except Exception:
-            if tuned() < seconds:
+            if clock["stopped"] is None:
                 raise
         checkpoint(database)
-        tuning = compiled[-1][0]
-        trials = len(database.get_all_tuning_records())
+    tuning, trials = clock["stopped"], batches["measured"]
     split["search"] = tuning - split["build"] - split["measure"]
     return {"compiled": compiled, "estimate": curve, "trials": trials, "tuning_s": tuning,
             "trials_per_min": 60 * trials / tuning, "split": split, "final_ms": compiled[-1][1]}
