@@ -10,8 +10,9 @@ after the other, each arm tunes from an empty database for ``--minutes`` of tuni
 
 - ``stock``: ``ms.tune_tasks`` with the gradient task scheduler and its defaults (64 trials per iteration,
   XGBoost, evolutionary search, ``LocalBuilder``/``LocalRunner``), changed only by the build function that
-  skips the tensor-intrinsic import (without it every build times out here). It is stopped when its time is
-  up by its measure callback, which raises.
+  skips the tensor-intrinsic import (without it every build times out here). It is stopped once its time is
+  up and every batch it measured by then is recorded (:func:`run_stock`: its warm-up round hands every task a
+  batch before any is recorded, so its checkpoints within that round find no record, and are taken at its end).
 - ``tunewise``: a session with the settings ``--scheduler``, ``--cost-model``, ``--share``, ``--filter`` and
   the defaults of :class:`tunewise.settings.RunSettings` for the rest.
 
