@@ -131,7 +131,8 @@ def run_stock(model, config, seconds: float, times: list[float], seed: int) -> d
     """Stock's gradient scheduler first hands every task a batch before it joins any (its warm-up round), and
     its database gets a batch's records only when the batch is joined. So stock is stopped in two steps: once
     its time is up, its builder fails every new candidate at once ("time is up"), which lets the scheduler
-    join, and record, every batch measured in time; the next build after that ends the run. Its tuning time
+    join, and record, every batch measured in time; the next build after that ends the run (or, should some
+    batch never be joined, the build after twice as many refusals as tasks). Its tuning time
     ends when its time is up; ``trials`` are the candidates it measured by then. A checkpoint falls at the
     first join after its time (only joins add records)."""
     from tvm.ir.utils import derived_object
@@ -142,7 +143,7 @@ def run_stock(model, config, seconds: float, times: list[float], seed: int) -> d
     checker, pending = ModelCheck(), sorted(times)
     split = {"search": 0.0, "build": 0.0, "measure": 0.0}
     clock = {"start": 0.0, "paused": 0.0, "stopped": None}
-    batches = {"built": 0, "joined": 0, "measured": 0}
+    batches = {"built": 0, "joined": 0, "measured": 0, "refused": 0}
     curve, compiled = [], []
     time_up = "time is up"
 
@@ -181,8 +182,11 @@ def run_stock(model, config, seconds: float, times: list[float], seed: int) -> d
             if clock["stopped"] is None and tuned() >= seconds:
                 clock["stopped"] = tuned()
             if clock["stopped"] is not None:
-                if batches["joined"] == batches["built"]:
+                # a scheduler that joins only the task it picks may never come back to some batch: give up on
+                # it after every task had two chances
+                if batches["joined"] == batches["built"] or batches["refused"] > 2 * len(model.tasks):
                     raise TimeUp
+                batches["refused"] += 1
                 return [ms.builder.BuilderResult(None, time_up) for _ in build_inputs]
             batches["built"] += 1
             with timing("build"):
