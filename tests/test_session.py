@@ -160,6 +160,23 @@ def test_the_first_trial_is_measured_soon_after_tuning_starts(tiny_mlp, measurer
 
 
 
+def test_a_task_search_evolves_a_population_sized_to_one_slot_and_leaves_nothing_unused(tiny_mlp, measurer):
+    # the evolutionary search's cost grows with its population: each call evolves eight members a candidate
+    # (at least MIN_POPULATION) and returns one slot's worth, so a scheduler that moves on wastes no search
+    store = stores.create("sqlite://")
+    run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=16), measurer, store,
+                          new_run(store, tiny_mlp), trials_per_slot=4)
+    run.run()
+    assert [t.task for t in run.trials].count(0) == [t.task for t in run.trials].count(1) == 8
+    for search in run._searches:  # the first slot sampled at random, the second searched
+        assert search.context.search_strategy.population_size == session.MIN_POPULATION
+        assert search._queue == []
+    wide = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=4), measurer, store,
+                           new_run(store, tiny_mlp), trials_per_slot=4, search_batch=32)
+    wide._searches[0].propose(4, wide.database, wide.cost_model, 100)
+    assert wide._searches[0].context.search_strategy.population_size == 32 * session.POPULATION_PER_CANDIDATE
+
+
 def test_a_new_run_tunes_the_heaviest_task_by_flops_before_measuring_default_latencies(tiny_mlp, measurer):
     import dataclasses
 

@@ -84,16 +84,23 @@ class SlotEvent:
     skipped: int = 0  # proposals the candidate filter skipped (:mod:`tunewise.filters`)
 
 
+POPULATION_PER_CANDIDATE = 8  # members of an evolutionary search's population for each candidate it returns
+MIN_POPULATION = 128
+
+
 class _TaskSearch:
     """One task's MetaSchedule search, prepared lazily on the task's first slot.
 
-    The evolutionary search costs about the same per call whatever the batch size (it evolves a population
-    of 512 either way), so it is asked for ``batch`` candidates at a time, as the stock loop does, and slots
-    take their candidates from that queue. The search strategy and the (shared) cost model are told each
-    slot's results at once. Waiting for the whole batch, as the stock loop does, would leave the cost model
-    untrained all run long whenever tasks get fewer than ``batch`` trials each (600 trials over ResNet-18's
-    22 tasks); MetaSchedule's XGBoost model retrains only once its data has grown by a fifth, so this costs
-    little.
+    The evolutionary search's cost is proportional to its population (about 20 ms a member for a ResNet-18
+    convolution on a 2-core machine, mutation and cost-model ranking together), and it returns the best
+    ``batch`` of it. So each call evolves a population of ``POPULATION_PER_CANDIDATE`` times ``batch`` (at least
+    ``MIN_POPULATION``: MetaSchedule seeds 50 of its members at random), MetaSchedule's own ratio (512 for 64),
+    and ``batch`` is one slot's worth: a scheduler that moves on after one slot leaves nothing searched unused,
+    where a fixed population of 512 for 64 candidates costs 10-12 s of which a slot of 16 uses a quarter. The
+    search strategy and the (shared) cost model are told each slot's results at once. Waiting for a larger
+    batch, as the stock loop does, would leave the cost model untrained all run long whenever tasks get few
+    trials each (600 trials over ResNet-18's 22 tasks); MetaSchedule's XGBoost model retrains only once its data
+    has grown by a fifth, so this costs little.
 
     While the run's cost model has learnt nothing (no trial measured yet), a slot's candidates are drawn at
     random from the design space instead (MetaSchedule's ``replay-trace``, :meth:`sample`): the evolutionary
@@ -122,9 +129,11 @@ class _TaskSearch:
     def _prepare(self, database, cost_model, max_trials: int) -> None:
         from tvm.s_tir import meta_schedule as ms
 
+        population = max(MIN_POPULATION, POPULATION_PER_CANDIDATE * self.batch)
         self.context = ms.TuneContext(
             self.mod, target=self.target, space_generator="post-order-apply",
-            search_strategy="evolutionary", task_name=self.name, rand_state=self.seed,
+            search_strategy=ms.search_strategy.EvolutionarySearch(population_size=population),
+            task_name=self.name, rand_state=self.seed,
             num_threads=self.num_threads, logger=ms.logging.get_logger("tunewise.search"),
         ).clone()
         self.context.pre_tuning(max_trials, self.batch, self.context.generate_design_space(), database,
@@ -155,9 +164,9 @@ class _TaskSearch:
         return taken
 
     def searches(self, n: int, *, untrained: bool) -> bool:
-        """Whether proposing ``n`` candidates runs the evolutionary search (it has not started, or its queue is
-        short of them), rather than sampling or taking queued candidates."""
-        return not (untrained and self.context is None) and len(self._queue) < n
+        """Whether proposing ``n`` candidates runs the evolutionary search (it has not started, or nothing is
+        queued), rather than sampling or taking queued candidates."""
+        return not (untrained and self.context is None) and not self._queue
 
     def sample(self, n: int, database, cost_model) -> list[tuple[object, str]]:
         """Up to ``n`` ``(candidate, hash)`` drawn at random from the task's design space, never measured in the
@@ -216,7 +225,8 @@ class Session:
 
     Trials are recorded as run ``run`` of ``store`` (a :class:`~tunewise.stores.Store`), which must exist;
     the model's tasks are added to the run, or, when the run has some, checked against them and the run is
-    resumed from what the store holds (with the default latencies it stored). ``model``'s default latencies,
+    resumed from what the store holds (with the default latencies it stored). Each call of a task's evolutionary
+    search returns ``search_batch`` candidates (default: ``trials_per_slot``). ``model``'s default latencies,
     when unmeasured, are measured by the session (:attr:`model` has them after the first slot of
     :meth:`run`). ``database`` is the MetaSchedule view of the store the searches use (for compiling with the
     results). ``callbacks`` (:mod:`tunewise.callbacks`: instances or names) are told
@@ -235,7 +245,7 @@ class Session:
     """
 
     def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int, *, trials_per_slot: int = 16,
-                 search_batch: int = 64, cost_model=None, seed: int = 0, share: str = "same-anchor",
+                 search_batch: int | None = None, cost_model=None, seed: int = 0, share: str = "same-anchor",
                  warm_start: bool = True,
                  callbacks: Sequence[Callback | str] = (), owner: str | None = None,
                  deadline: Callable[[Snapshot], float] | None = None, stoppers: Sequence = (),
@@ -263,7 +273,7 @@ class Session:
         self.pace = timebudget.SlotPace()
         self.trials: list[StoredTrial] = []
         self._searches = [_TaskSearch(m, t.name, model.target, seed + i + 1, num_threads,
-                                      max(search_batch, trials_per_slot))
+                                      search_batch or trials_per_slot)
                           for i, (t, m) in enumerate(zip(model.tasks, model.task_mods, strict=True))]
         self._workloads = [self.database.workload_id(m, commit=True) for m in model.task_mods]
         self.share, self.warm_start = share, warm_start
