@@ -28,7 +28,9 @@ compiled latency of either arm (:func:`tunewise.lab.curves.time_to_quality`), ``
 measurement are the wall time of its builder's and runner's calls, search the rest); per model ``ttq5_ratio``
 (stock's ``ttq5_s`` over ours), ``onnxruntime_ms`` and ``eager_ms``. ``--out`` (default
 ``bench/results/headline.json``) holds them with the command line, the commit and the CPU model
-(:mod:`provenance`); it is written after every arm, and ``--resume`` makes only the arms it lacks.
+(:mod:`provenance`); it is written after every arm, and ``--resume`` makes only the arms it lacks. ``--keep DIR``
+keeps each ``tunewise`` arm's store as ``DIR/MODEL-seedS.db``, to study its records afterwards
+(``bench/estimate_gap.py``).
 """
 
 from __future__ import annotations
@@ -99,8 +101,8 @@ class PhaseClock(Callback):
         self._close()
 
 
-def run_ours(model, settings: RunSettings, measurer, seconds: float, times: list[float]) -> dict:
-    store = stores.create("sqlite://")
+def run_ours(model, settings: RunSettings, measurer, seconds: float, times: list[float], store_url: str) -> dict:
+    store = stores.create(store_url)
     checks, phases, origin = Checkpoints(times), PhaseClock(), []
 
     def deadline(snapshot) -> float:
@@ -268,6 +270,7 @@ def main() -> None:
     parser.add_argument("--filter", default="cold", help="a candidate filter (tunewise.filters), or none")
     parser.add_argument("--out", default="bench/results/headline.json")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--keep", metavar="DIR", help="keep each tunewise arm's store in DIR (MODEL-seedS.db)")
     args = parser.parse_args()
     seconds = 60 * args.minutes
     times = [60 * float(m) for m in args.checkpoints.split(",") if m and 60 * float(m) < seconds]
@@ -289,6 +292,8 @@ def main() -> None:
             json.dump(provenance.stamped({**header, "models": models}), f, indent=1)
 
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
     tvm_env.prepare("llvm")
     for name in args.models.split(","):
         entry = models.setdefault(name, {})
@@ -311,7 +316,13 @@ def main() -> None:
                 if arm == "stock":
                     entry[arm] = run_stock(model, settings.measure, seconds, times, args.seed)
                 else:
-                    entry[arm] = run_ours(model, settings, measurer, seconds, times)
+                    url = "sqlite://"
+                    if args.keep:  # a store of its own: records of an earlier run would join its best
+                        path = os.path.join(os.path.abspath(args.keep), f"{name}-seed{args.seed}.db")
+                        with contextlib.suppress(FileNotFoundError):
+                            os.remove(path)
+                        url = f"sqlite:///{path}"
+                    entry[arm] = run_ours(model, settings, measurer, seconds, times, url)
                 entry[arm]["provenance"] = provenance.stamp()
                 entry["cpu"], entry["commit"] = entry[arm]["provenance"]["cpu"], entry[arm]["provenance"]["commit"]
                 summarise(entry)
