@@ -50,3 +50,32 @@ def test_open_session_tunes_an_extracted_model_again(tiny_mlp, measurer):
         assert loop.run().trials == 2
     assert [r.id for r in store.get_runs()] == [loop.run_id for loop in runs]
     assert all(r.settings["seed"] == 5 and r.scheduler == "random" for r in store.get_runs())
+
+
+def test_a_measurer_worker_killed_by_ctrl_c_as_it_starts_is_an_interruption(tmp_path, monkeypatch):
+    # Ctrl-C goes to the whole process group: a measurer's worker still starting (while the model is imported and
+    # its tasks extracted) dies of it, and its error reaches the run only after the stop was asked for
+    import signal
+    import threading
+    import time
+
+    from tunewise import interrupts, tasks
+
+    extracted, extract = threading.Event(), tasks.extract
+
+    def extract_then_say(*args, **kwargs):
+        model = extract(*args, **kwargs)
+        extracted.set()
+        return model
+
+    def killed_while_starting(target, settings):
+        extracted.wait(60)
+        time.sleep(0.5)  # the run waits for its measurer by now
+        interrupts._handle(signal.SIGINT, None)  # the Ctrl-C the terminal sent the group
+        raise ChildProcessError("Subprocess terminated")
+
+    monkeypatch.setattr(tasks, "extract", extract_then_say)
+    monkeypatch.setattr(prepare, "make_measurer", killed_while_starting)
+    settings = RunSettings(source="tiny-mlp", budget=Budget(max_trials=4))
+    with interrupts.handled(), pytest.raises(interrupts.Interrupted):
+        prepare.prepare_run(None, settings, store=stores.create(f"sqlite:///{tmp_path}/tunewise.db"))

@@ -104,9 +104,8 @@ class Measurement:
 
 
 def _worker_init() -> None:
+    interrupts.ignore_in_worker()  # first: importing TVM takes seconds, and a Ctrl-C then would kill the worker
     import tvm  # noqa: F401  (the only import a CPU build needs)
-
-    interrupts.ignore_in_worker()
 
 
 def _ready() -> None:

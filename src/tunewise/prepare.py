@@ -178,7 +178,11 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
         model = tasks.extract(imported, tvm_target, level=settings.level)
         extract_seconds = time.perf_counter() - extract_start
         raise_if_stopped()
-        measurer = starting.result()
+        try:
+            measurer = starting.result()
+        except Exception:
+            raise_if_stopped()  # a Ctrl-C to the process group kills a measurer's worker that is still starting
+            raise
     except BaseException:
         with contextlib.suppress(Exception):
             starting.result().close()
