@@ -159,7 +159,6 @@ def test_the_first_trial_is_measured_soon_after_tuning_starts(tiny_mlp, measurer
     assert second.search_seconds > first.search_seconds  # the other task's first slot: the cost model has data
 
 
-
 def test_a_task_search_evolves_a_population_sized_to_one_slot_and_leaves_nothing_unused(tiny_mlp, measurer):
     # the evolutionary search's cost grows with its population: each call evolves eight members a candidate
     # (at least MIN_POPULATION) and returns one slot's worth, so a scheduler that moves on wastes no search
