@@ -176,6 +176,43 @@ def test_a_task_search_evolves_a_population_sized_to_one_slot_and_leaves_nothing
     assert wide._searches[0].context.search_strategy.population_size == 32 * session.POPULATION_PER_CANDIDATE
 
 
+class _Replay:
+    """Stands in for a task search's MetaSchedule context: hands out recorded batches of real candidates, in
+    order, then ``None``; counts its calls."""
+
+    def __init__(self, batches):
+        self.batches, self.calls = list(batches), 0
+
+    def generate_measure_candidates(self):
+        self.calls += 1
+        return self.batches.pop(0) if self.batches else None
+
+
+def test_a_search_that_proposes_measured_candidates_searches_again_until_the_slot_is_full(tiny_mlp, measurer):
+    # a resumed run's search can propose records it was seeded with from the database: those are dropped and
+    # the slot is filled from the next search, not left short
+    store = stores.create("sqlite://")
+    run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=4), measurer, store,
+                          new_run(store, tiny_mlp), trials_per_slot=4)
+    search = run._searches[0]
+    real = search.propose(4, run.database, run.cost_model, 100) + search.propose(4, run.database, run.cost_model, 100)
+    candidates = [c for c, _ in real]
+    assert len({h for _, h in real}) == 8
+
+    resumed = session._TaskSearch(tiny_mlp.task_mods[0], "resumed", tiny_mlp.target, 0, 1, 4)
+    resumed.context = _Replay([candidates[:4], candidates[2:6], candidates[6:]])
+    resumed.seen = {h for _, h in real[:3]}  # measured before the resume
+    got = resumed.propose(4, run.database, run.cost_model, 100)
+    assert [h for _, h in got] == [h for _, h in real[3:7]] and resumed.duplicates == 3 + 2
+    assert resumed.context.calls == 3 and not resumed.searches(1, untrained=False)  # real[7] is queued
+
+    exhausted = session._TaskSearch(tiny_mlp.task_mods[0], "exhausted", tiny_mlp.target, 0, 1, 4)
+    exhausted.context = _Replay([candidates[:4]] * 10)
+    exhausted.seen = {h for _, h in real}
+    assert exhausted.propose(4, run.database, run.cost_model, 100) == []  # ends: nothing new comes
+    assert exhausted.context.calls == session.BARREN_SEARCHES
+
+
 def test_a_new_run_tunes_the_heaviest_task_by_flops_before_measuring_default_latencies(tiny_mlp, measurer):
     import dataclasses
 

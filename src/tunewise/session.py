@@ -86,6 +86,7 @@ class SlotEvent:
 
 POPULATION_PER_CANDIDATE = 8  # members of an evolutionary search's population for each candidate it returns
 MIN_POPULATION = 128
+BARREN_SEARCHES = 3  # searches in a row that propose nothing new before a task's space counts as exhausted
 
 
 class _TaskSearch:
@@ -108,9 +109,11 @@ class _TaskSearch:
     12-20 s even for a small convolution on a 2-core machine, against 0.3 s. The evolutionary search then starts
     on the task's next slot, seeded by what was measured.
 
-    The search remembers what it proposed in this process only (its seeds from the database are proposed
-    again), so candidates whose scheduled module is in ``seen`` (structural hashes, those measured by
-    earlier sessions of the run included) are dropped; ``duplicates`` counts them.
+    The search remembers what it proposed in this process only: in a resumed run, the records it seeds its
+    population with from the database can be proposed again, once each. So candidates whose scheduled module
+    is in ``seen`` (structural hashes, those measured by earlier sessions of the run included) are dropped
+    (``duplicates`` counts them) and the search runs again until the slot is full: a slot is short only when the
+    space is exhausted (no candidates, or ``BARREN_SEARCHES`` searches in a row with nothing new).
     """
 
     def __init__(self, mod, name: str, target, seed: int, num_threads: int, batch: int):
@@ -155,18 +158,21 @@ class _TaskSearch:
         if self.context is None:
             self._prepare(database, cost_model, max_trials)
         self._told = self.context
-        while not self._queue:
+        barren = 0  # searches in a row that found nothing new
+        while len(self._queue) < n and barren < BARREN_SEARCHES:
             batch = self.context.generate_measure_candidates()
             if batch is None:
-                return []
-            self._queue.extend(self._unseen(batch))
+                break
+            fresh = self._unseen(batch)
+            self._queue.extend(fresh)
+            barren = 0 if fresh else barren + 1
         taken, self._queue = self._queue[:n], self._queue[n:]
         return taken
 
     def searches(self, n: int, *, untrained: bool) -> bool:
-        """Whether proposing ``n`` candidates runs the evolutionary search (it has not started, or nothing is
-        queued), rather than sampling or taking queued candidates."""
-        return not (untrained and self.context is None) and not self._queue
+        """Whether proposing ``n`` candidates runs the evolutionary search (it has not started, or fewer than
+        ``n`` are queued), rather than sampling or taking queued candidates."""
+        return not (untrained and self.context is None) and len(self._queue) < n
 
     def sample(self, n: int, database, cost_model) -> list[tuple[object, str]]:
         """Up to ``n`` ``(candidate, hash)`` drawn at random from the task's design space, never measured in the
