@@ -4,12 +4,14 @@ run's best record of the same operator.
 Exports the run's model to ONNX, runs it in onnxruntime (the default session, as the references are timed)
 with profiling on, and averages each node's kernel time over ``--runs`` calls after a warm-up. Each
 onnxruntime convolution or matmul node (``PAIRED_OPS``) is paired with the run's convolution and matmul tasks
-whose arguments hold tensors of the element counts of the node's first input and its output (the same
-operator whatever either side's layout; the profile leaves pre-packed weights out), and the pairs are summed
-per operator shape: onnxruntime over its nodes, tunewise as each task's weight times its best recorded
-latency. Shapes this cannot tell apart (a 3x3 and a 1x1 convolution between the same tensors) make one row.
-What is left on either side (onnxruntime's other nodes, the tasks nothing paired with) is totalled apart,
-beside onnxruntime's whole call.
+whose output (a task's last argument) has the dimensions of the node's output and whose inputs include one
+with the dimensions of the node's first input, in any order: the same operator whatever either side's layout
+(the profile leaves pre-packed weights out). Nodes and tasks that pair up, directly or through each other,
+make one row, summed on both sides: onnxruntime over its nodes, tunewise as each task's weight times its best
+recorded latency. A row is one operator shape where the shapes can be told apart this way, and a few (a
+stage of a convnet, where residual additions share tensors) where not. What is left on either side
+(onnxruntime's other nodes, the tasks nothing paired with) is totalled apart, beside onnxruntime's whole
+call.
 
     python bench/ort_kernels.py --store sqlite:///tunewise.db --run 1 --out bench/results/ort-kernels-resnet18.json
 """
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import tempfile
@@ -36,8 +37,9 @@ PAIRED_OPS = ("Conv", "FusedConv", "MatMul", "Gemm", "FusedGemm", "FusedMatMul")
 PAIRED_TASKS = ("conv", "matmul", "dense")  # what the name of a convolution's or a matmul's task holds
 
 
-def numel(shape) -> int:
-    return math.prod(int(d) for d in shape)
+def dims(shape) -> tuple:
+    """A tensor's dimensions whatever its layout (NCHW and NHWC alike): sorted, without the ones."""
+    return tuple(sorted(int(d) for d in shape if int(d) != 1))
 
 
 def first_shape(type_shapes) -> list | None:
@@ -128,17 +130,16 @@ def main() -> None:
         best = store.top_trials(workload, 1, database.target) if workload is not None else []
         tasks.append({"name": task.name, "weight": task.weight,
                       "seconds": best[0].latency if best else saved.default_latency, "tuned": bool(best),
-                      "numels": sorted(numel(a.shape) for a in args_info(mod))})
+                      "dims": [dims(a.shape) for a in args_info(mod)]})
 
-    # a bipartite graph of onnxruntime's nodes and our tasks, an edge where a task's arguments hold the node's
-    # input and output element counts; each connected component is a row (an operator shape, or shapes that
-    # cannot be told apart this way, summed on both sides)
+    # a bipartite graph of onnxruntime's nodes and our tasks, an edge where a task's arguments match the node's
+    # input and output; each connected component is a row
     graph = networkx.Graph()
     unpaired_nodes = defaultdict(float)
     for i, node in enumerate(nodes):
         matches = [] if node["op"] not in PAIRED_OPS or not (node["input"] and node["output"]) else [
             t["name"] for t in tasks if any(word in t["name"] for word in PAIRED_TASKS)
-            and numel(node["input"]) in t["numels"] and numel(node["output"]) in t["numels"]]
+            and dims(node["input"]) in t["dims"][:-1] and dims(node["output"]) == t["dims"][-1]]
         if not matches:
             unpaired_nodes[node["op"]] += node["seconds"]
         graph.add_edges_from((("node", i), ("task", name)) for name in matches)
