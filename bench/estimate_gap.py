@@ -3,9 +3,9 @@
 Takes a finished run from a store and, for every task whose best record is applied at compile time,
 re-measures that record alone three ways: as tuning measured it (warm caches: the same inputs every
 repeat), the same again (the noise between two warm passes), and with the CPU caches flushed before every
-repeat (how an operator meets its weights inside a whole model). Then compiles the model with the records
-and times it. If the cold sum accounts for the compiled latency, the gap is the cache, not a record that
-failed to apply.
+repeat. Then compiles the model with the records, times it, and times each kernel inside it (the VM's
+instrument hook around every call it makes, over ``--calls`` model calls): a kernel slower in the model than
+alone shows where the gap is.
 
     python bench/estimate_gap.py --store sqlite:///tunewise.db --run 1 --out bench/results/estimate-gap.json
     python bench/estimate_gap.py --store sqlite:///STORE.db --run 1 --model resnet18 --level fold-bn  # a run
@@ -19,6 +19,7 @@ import dataclasses
 import json
 import math
 import statistics
+from collections import defaultdict
 
 import provenance
 
@@ -35,6 +36,40 @@ def remeasure(measurer: measure.Measurer, records, passes: int) -> list[float]:
     batch = [(c.sch.mod, c.args_info) for c in candidates]
     samples = [[m.latency for m in measurer.measure(batch)] for _ in range(passes)]
     return [statistics.median(column) for column in zip(*samples, strict=True)]
+
+
+def in_model(compiled: compiler.CompiledModel, inputs, calls: int) -> tuple[dict, float]:
+    """Each function the model's VM calls (its kernels by task name, and the VM's builtins), with the seconds a
+    model call spends in it (all its calls together), from ``calls`` model calls after a warm-up; and the
+    mean seconds of a model call so instrumented."""
+    import time
+
+    import tvm
+
+    spent, started = defaultdict(float), {}
+
+    def instrument(func, name, before_run, ret_value, *args):
+        now = time.perf_counter()
+        if before_run:
+            started[name] = now
+        else:
+            spent[name] += now - started.pop(name)
+        return 0  # VMInstrumentReturnKind.NO_OP
+
+    vm, device = compiled.vm, compiled.device
+    arrays = [tvm.runtime.tensor(x, device) for x in inputs]
+    vm.set_instrument(instrument)
+    try:
+        for _ in range(5):
+            vm["main"](*arrays)
+        spent.clear()
+        start = time.perf_counter()
+        for _ in range(calls):
+            vm["main"](*arrays)
+        seconds = (time.perf_counter() - start) / calls
+    finally:
+        vm.set_instrument(None)
+    return {name: total / calls for name, total in spent.items()}, seconds
 
 
 def run_settings(stored, model: str | None, level: str | None) -> RunSettings:
@@ -57,6 +92,7 @@ def main() -> None:
     parser.add_argument("--model", help="zoo name or file (default: the run's own source)")
     parser.add_argument("--level", default=None, help="graph level (default: the run's own)")
     parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=20, help="instrumented model calls (the in-model times)")
     parser.add_argument("--out", default="bench/results/estimate-gap.json")
     args = parser.parse_args()
 
@@ -97,17 +133,24 @@ def main() -> None:
 
     compiled = compiler.CompiledModel(compiler.build(model, database), target)
     compiler.verify(compiled, model.inputs, model.reference_outputs)
+    latency = compiled.time(*model.inputs, repeat=20).median
+    calls, call_seconds = in_model(compiled, model.inputs, args.calls)
+    for row in rows:
+        if row["name"] in calls:
+            row["in_model"] = calls.pop(row["name"]) / row["weight"]
     result = {"store": args.store, "run": args.run, "model": model.name, "tasks": rows,
               "estimate_tuned": total("tuned"), "estimate_warm": total("warm"), "estimate_cold": total("cold"),
-              "compiled": compiled.time(*model.inputs, repeat=20).median}
+              "estimate_in_model": total("in_model"), "compiled": latency,
+              "compiled_instrumented": call_seconds, "in_model_other": calls}
     with open(args.out, "w") as f:
         json.dump(provenance.stamped(result), f, indent=1)
-    print(f"{'task':40s} {'w':>2s} {'tuned':>9s} {'warm':>9s} {'cold':>9s}  (ms)")
+    print(f"{'task':40s} {'w':>2s} {'tuned':>9s} {'warm':>9s} {'cold':>9s} {'in model':>9s}  (ms)")
     for r in rows:
         cells = [f"{1e3 * r[k]:9.3f}" if k in r and math.isfinite(r[k]) else f"{'-':>9s}"
-                 for k in ("tuned", "warm", "cold")]
+                 for k in ("tuned", "warm", "cold", "in_model")]
         print(f"{r['name'][:40]:40s} {r['weight']:2d} {' '.join(cells)}")
-    print({k: round(1e3 * v, 2) for k, v in result.items() if k.startswith(("estimate", "compiled"))}, "ms")
+    print({k: round(1e3 * v, 2) for k, v in result.items() if k.startswith(("estimate", "compiled"))}, "ms; other "
+          "calls in the model:", {k: round(1e3 * v, 3) for k, v in result["in_model_other"].items()})
 
 
 if __name__ == "__main__":
