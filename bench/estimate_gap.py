@@ -1,11 +1,11 @@
 """Why the compiled model is slower than the tuning loop's estimate ``sum(weight_k * best_k)``.
 
 Takes a finished run from a store and, for every task whose best record is applied at compile time,
-re-measures that record alone three ways: as tuning measured it (warm caches: the same inputs every
-repeat), the same again (the noise between two warm passes), and with the CPU caches flushed before every
-repeat. Then compiles the model with the records, times it, and times each kernel inside it (the VM's
-instrument hook around every call it makes, over ``--calls`` model calls): a kernel slower in the model than
-alone shows where the gap is.
+re-measures that record alone: warm, as tuning measures (runs back to back, the same inputs every repeat),
+and cold, one run a repeat with the CPU caches flushed of its arguments (weights included) before each. Then
+compiles the model with the records, times it, and times each kernel inside it (the VM's instrument hook
+around every call it makes, over ``--calls`` model calls): a kernel slower in the model than alone shows
+where the gap is, and one as slow cold as in the model says its weights come from memory there.
 
     python bench/estimate_gap.py --store sqlite:///tunewise.db --run 1 --out bench/results/estimate-gap.json
     python bench/estimate_gap.py --store sqlite:///STORE.db --run 1 --model resnet18 --level fold-bn  # a run
@@ -118,9 +118,12 @@ def main() -> None:
 
     records = [r for _, r in applied]
     passes = {}
-    for name, flush in (("warm", False), ("cold", True)):
-        measurer = measure.Measurer(target, measure.MeasureConfig(repeat=3, enable_cpu_cache_flush=flush),
-                                    evaluator="fixed")
+    # warm: as tuning measures (runs back to back, caches hot); cold: one run a repeat, the caches flushed of
+    # its arguments (weights included) before each, which the back-to-back runs of a warm repeat would undo
+    configs = {"warm": measure.MeasureConfig(repeat=3),
+               "cold": measure.MeasureConfig(number=1, repeat=20, min_repeat_ms=0, enable_cpu_cache_flush=True)}
+    for name, config in configs.items():
+        measurer = measure.Measurer(target, config, evaluator="fixed")
         try:
             passes[name] = remeasure(measurer, records, args.passes)
         finally:
