@@ -196,3 +196,28 @@ def test_a_failing_step_leaves_the_function_as_it_was_and_says_so(host_target, f
         kept = graph._apply_step(mod, "nhwc", graph.LAYOUT_STEP, [layout])
     assert kept["main"].same_as(mod["main"])
     assert len(fallbacks) == 1 and "channels-last layout step failed on function main" in fallbacks[0]
+
+
+class _Clipped(torch.nn.Module):
+    """Convolutions followed by ReLU6 and Hardtanh, which import as ``clip``."""
+
+    def __init__(self):
+        super().__init__()
+        self.pointwise, self.depthwise = torch.nn.Conv2d(3, 8, 1), torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+
+    def forward(self, x):
+        return torch.nn.functional.hardtanh(self.depthwise(torch.nn.functional.relu6(self.pointwise(x))), -0.5, 0.25)
+
+
+def test_clip_fuses_into_the_convolutions_at_the_default_level_without_transposes(host_target, fallbacks):
+    extracted = tasks.extract(frontend.load(_Clipped(), example_inputs=(torch.randn(1, 3, 6, 6),)), host_target)
+    names = [t.name for t in extracted.tasks]
+    # channels-last all the way: no clip left to wrap in transposes, only the model's input and output move
+    assert not [n for n in names if "clip" in n] and len([n for n in names if "transpose" in n]) == 2, names
+    convolutions = [n for n in names if n.startswith("fused_conv2d")]
+    assert len(convolutions) == 2 and all("_maximum" in n and "_minimum" in n for n in convolutions), names
+    compiled = compiler.CompiledModel(compiler.build(extracted), host_target)
+    assert compiler.verify(compiled, extracted.inputs, extracted.reference_outputs) < 1e-4
+    out = compiled(*extracted.inputs)[0]
+    assert out.min() >= -0.5 and out.max() <= 0.25 and (out == 0.25).any() and (out == -0.5).any()  # both bounds
+    assert fallbacks == []
