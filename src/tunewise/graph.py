@@ -15,7 +15,8 @@ compilation splits those weight rewrites out of the operators and folds them int
 
 A level is a list of steps. The channels-last step runs only on a module with a 2-d convolution, after the
 negative axes of the operators that Relax's ``ConvertLayout`` cannot remap (it fails on them with
-``std::bad_alloc``) are made non-negative. A step that fails on a function leaves that function as it was
+``std::bad_alloc``) are made non-negative, and ``clip`` (which it would wrap in transposes) is written as
+``maximum`` and ``minimum``. A step that fails on a function leaves that function as it was
 before the step, and a warning on the ``tunewise.graph`` logger says so.
 """
 
