@@ -140,15 +140,7 @@ def normalize_axes():
                 return op(call.args[0], normal)
             return op(call.args[0], normal, bool(call.attrs.keepdims))
 
-    @tvm.ir.transform.module_pass(opt_level=0, name="NormalizeAxes")
-    def _pass(mod, _ctx):
-        normalizer = _Normalizer(mod)
-        for gv, func in mod.functions.items():
-            if isinstance(func, relax.Function):
-                normalizer.builder_.update_func(gv, normalizer.visit_expr(func))
-        return normalizer.builder_.get()
-
-    return _pass
+    return _module_pass(_Normalizer, "NormalizeAxes")
 
 
 def clip_as_min_max():
@@ -170,9 +162,18 @@ def clip_as_min_max():
             dtype = x.ty.dtype
             return relax.op.minimum(relax.op.maximum(x, relax.const(low, dtype)), relax.const(high, dtype))
 
-    @tvm.ir.transform.module_pass(opt_level=0, name="ClipAsMinMax")
+    return _module_pass(_Rewriter, "ClipAsMinMax")
+
+
+def _module_pass(mutator, name: str):
+    """A module pass named ``name`` that rewrites every Relax function of the module with ``mutator`` (a
+    ``relax.PyExprMutator`` class, made with the module)."""
+    import tvm
+    from tvm import relax
+
+    @tvm.ir.transform.module_pass(opt_level=0, name=name)
     def _pass(mod, _ctx):
-        rewriter = _Rewriter(mod)
+        rewriter = mutator(mod)
         for gv, func in mod.functions.items():
             if isinstance(func, relax.Function):
                 rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
