@@ -3,6 +3,7 @@ the convolutions to channels-last, and ``prepack`` folds the tuned weight layout
 
 import logging
 
+import numpy as np
 import pytest
 import torch
 
@@ -199,25 +200,32 @@ def test_a_failing_step_leaves_the_function_as_it_was_and_says_so(host_target, f
 
 
 class _Clipped(torch.nn.Module):
-    """Convolutions followed by ReLU6 and Hardtanh, which import as ``clip``."""
+    """Convolutions followed by ReLU6, Hardtanh and a one-sided clamp, which import as ``clip``."""
 
     def __init__(self):
         super().__init__()
         self.pointwise, self.depthwise = torch.nn.Conv2d(3, 8, 1), torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
 
     def forward(self, x):
-        return torch.nn.functional.hardtanh(self.depthwise(torch.nn.functional.relu6(self.pointwise(x))), -0.5, 0.25)
+        y = torch.nn.functional.hardtanh(self.depthwise(torch.nn.functional.relu6(self.pointwise(x))), -0.5, 0.25)
+        return torch.cat([y, self.pointwise(x).clamp(min=0.1)], dim=1)  # a clip with one bound
 
 
 def test_clip_fuses_into_the_convolutions_at_the_default_level_without_transposes(host_target, fallbacks):
-    extracted = tasks.extract(frontend.load(_Clipped(), example_inputs=(torch.randn(1, 3, 6, 6),)), host_target)
+    with torch.random.fork_rng():  # fixed weights and inputs, large enough that every bound is reached
+        torch.manual_seed(0)
+        module, inputs = _Clipped(), (10 * torch.randn(1, 3, 6, 6),)
+    extracted = tasks.extract(frontend.load(module, example_inputs=inputs), host_target)
     names = [t.name for t in extracted.tasks]
     # channels-last all the way: no clip left to wrap in transposes, only the model's input and output move
     assert not [n for n in names if "clip" in n] and len([n for n in names if "transpose" in n]) == 2, names
     convolutions = [n for n in names if n.startswith("fused_conv2d")]
-    assert len(convolutions) == 2 and all("_maximum" in n and "_minimum" in n for n in convolutions), names
+    assert len(convolutions) == 3 and all("_maximum" in n for n in convolutions), names
+    assert len([n for n in convolutions if "_minimum" in n]) == 2, names
     compiled = compiler.CompiledModel(compiler.build(extracted), host_target)
     assert compiler.verify(compiled, extracted.inputs, extracted.reference_outputs) < 1e-4
     out = compiled(*extracted.inputs)[0]
-    assert out.min() >= -0.5 and out.max() <= 0.25 and (out == 0.25).any() and (out == -0.5).any()  # both bounds
+    clipped, clamped = out[:, :8], out[:, 8:]
+    assert clipped.min() >= -0.5 and clipped.max() <= 0.25 and (clipped == 0.25).any() and (clipped == -0.5).any()
+    assert clamped.min() == np.float32(0.1) and clamped.max() > 0.25
     assert fallbacks == []

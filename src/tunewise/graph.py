@@ -23,6 +23,7 @@ before the step, and a warning on the ``tunewise.graph`` logger says so.
 from __future__ import annotations
 
 import logging
+import math
 
 from tunewise.errors import InputError, message_line
 
@@ -159,8 +160,12 @@ def clip_as_min_max():
             if not isinstance(call.op, tvm.ir.Op) or call.op.name != "relax.clip":
                 return call
             x, (low, high) = call.args[0], (float(a.value) for a in call.args[1:])
-            dtype = x.ty.dtype
-            return relax.op.minimum(relax.op.maximum(x, relax.const(low, dtype)), relax.const(high, dtype))
+            dtype = str(x.ty.dtype)
+            if not dtype.startswith(("float", "bfloat")):
+                return call
+            if math.isfinite(low):  # clamp(min=...) imports as a clip to infinity
+                x = relax.op.maximum(x, relax.const(low, dtype))
+            return relax.op.minimum(x, relax.const(high, dtype)) if math.isfinite(high) else x
 
     return _module_pass(_Rewriter, "ClipAsMinMax")
 
