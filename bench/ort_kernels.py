@@ -26,7 +26,6 @@ import tempfile
 from collections import defaultdict
 
 import networkx
-import numpy as np
 import provenance
 from estimate_gap import run_settings
 
@@ -65,14 +64,15 @@ def node_times(profile_path: str, calls: int) -> list[dict]:
     return [{**n, "seconds": statistics.mean(n.pop("us")[-calls:]) / 1e6} for n in nodes.values()]
 
 
-def profile_onnxruntime(model_path: str, feeds: dict, runs: int, warmup: int) -> tuple[list[dict], float]:
-    """Per-node mean kernel times over ``runs`` calls after ``warmup``, and the median wall time of a call
-    (seconds) in a session without profiling."""
+def profile_onnxruntime(model_path: str, inputs, runs: int, warmup: int) -> tuple[list[dict], float]:
+    """Per-node mean kernel times on ``inputs`` (numpy arrays, in the model's input order) over ``runs`` calls
+    after ``warmup``, and the median wall time of a call (seconds) in a session without profiling."""
     import time
 
     import onnxruntime
 
     plain = onnxruntime.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    feeds = {i.name: x for i, x in zip(plain.get_inputs(), inputs, strict=True)}
     walls = []
     for i in range(warmup + runs):
         start = time.perf_counter()
@@ -115,11 +115,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "model.onnx")
         torch.onnx.export(module.eval(), inputs, path, dynamo=False)
-        import onnxruntime
-
-        names = [i.name for i in onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"]).get_inputs()]
-        feeds = {n: np.asarray(t.detach().numpy()) for n, t in zip(names, inputs, strict=True)}
-        nodes, ort_wall = profile_onnxruntime(path, feeds, args.runs, args.warmup)
+        nodes, ort_wall = profile_onnxruntime(path, [t.detach().numpy() for t in inputs], args.runs, args.warmup)
 
     from tunewise.tasks import args_info
 
@@ -178,6 +174,7 @@ def main() -> None:
           f" ours {1e3 * sum(unpaired_tasks.values()):.2f} ms; ort call {1e3 * ort_wall:.2f} ms, "
           f"ort nodes {1e3 * result['onnxruntime_nodes_s']:.2f} ms, our estimate "
           f"{1e3 * result['tunewise_estimate_s']:.2f} ms")
+
 
 if __name__ == "__main__":
     main()
