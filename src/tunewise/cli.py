@@ -15,6 +15,7 @@ import sys
 
 from tunewise import checks, cost_models, energy, evaluators, filters, graph, noise, schedulers, sharing
 from tunewise.errors import InputError, TunewiseError, message_line
+from tunewise.measure import MeasureConfig
 from tunewise.settings import RunSettings
 
 _VERBOSE = ("show TVM's, PyTorch's and ONNX's own output (logs, warnings) here instead of in a log file "
@@ -105,6 +106,10 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--trials-per-slot", help=f"candidates per slot (default {RunSettings.trials_per_slot})")
     tune.add_argument("--evaluator", help=f"how candidates are timed: {', '.join(evaluators.names())} (adaptive: "
                       f"AdaTune; default: {RunSettings.evaluator})")
+    tune.add_argument("--cache-flush", action="store_true", default=None,
+                      help="time every run of a candidate cold, with its weights and output flushed from the CPU "
+                           "caches first, as inside a model whose weights exceed the last-level cache (default: "
+                           "warm, runs back to back)")
     tune.add_argument("--cost-model", help=f"what ranks candidates: {', '.join(cost_models.names())} (rfei: "
                       f"AdaTune; default: {RunSettings.cost_model})")
     tune.add_argument("--share", metavar="MODE",
@@ -247,7 +252,8 @@ def _tune_options(args) -> dict:
                "diminishing": _number("--diminishing", args.diminishing),
                "check_every": (args.check_every if args.check_every in (None, checks.EPOCH)
                                else parse_duration(args.check_every, "model-check interval")),
-               "energy_meter": args.energy_meter, "candidate_filter": args.candidate_filter, "runner": args.runner}
+               "energy_meter": args.energy_meter, "candidate_filter": args.candidate_filter, "runner": args.runner,
+               "measure": MeasureConfig(enable_cpu_cache_flush=True) if args.cache_flush else None}
     return {k: v for k, v in options.items() if v is not None and v != {}}
 
 
@@ -266,7 +272,8 @@ def _cmd_tune(args) -> int:
 
     if args.resume is not None:
         own = ("scheduler", "trials_per_slot", "graph_level", "seed", "target", "evaluator", "cost_model", "goal",
-               "energy_budget", "diminishing", "check_every", "energy_meter", "candidate_filter", "share", "runner")
+               "energy_budget", "diminishing", "check_every", "energy_meter", "candidate_filter", "share", "runner",
+               "cache_flush")
         fixed = [f"--{name.replace('_', '-')}" for name in own if getattr(args, name) is not None]
         fixed += [flag for flag, given in (("--no-share", args.no_share), ("--no-warm-start", args.no_warm_start))
                   if given]

@@ -59,3 +59,30 @@ def test_a_candidate_far_slower_than_the_best_stops_after_one_micro_batch(adapti
     fast, slow = adaptive.measure([small, large], reference=math.inf)
     assert len(fast.run_secs) >= 3 and len(slow.run_secs) == 1
     assert slow.error is None and slow.latency > 5 * fast.latency
+
+
+def scale(n: int):
+    """``y = a * s[0]`` over ``n`` floats: arguments ``s, a, y``, so a cache flush of all but the first
+    flushes the two large ones."""
+    import tvm
+    from tvm import te
+
+    s, a = te.placeholder((1,), name="s"), te.placeholder((n,), name="a")
+    y = te.compute((n,), lambda i: a[i] * s[0], name="y")
+    mod = tvm.IRModule({"main": te.create_prim_func([s, a, y])})
+    return mod, tasks.args_info(mod)
+
+
+def test_cold_measurement_reads_the_large_arguments_from_memory(host_target, adaptive):
+    from tunewise import measure
+
+    streaming = scale(1 << 20)  # 4 MB in and 4 MB out: in the last-level cache when warm, not when cold
+    cold = measure.Measurer(host_target, measure.MeasureConfig(enable_cpu_cache_flush=True),
+                            evaluator=adaptive.evaluator)
+    try:
+        [flushed] = cold.measure([streaming])
+    finally:
+        cold.close()
+    [warm] = adaptive.measure([streaming])
+    assert flushed.error is None and warm.error is None
+    assert flushed.latency > 1.3 * warm.latency

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from tunewise.evaluators._base import Evaluator
 from tunewise.evaluators._stopping import StoppingRule
 
+COLD_PREPROC = "cache_flush_cpu_non_first_arg"  # TVM's flush of every argument but the first (the input)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Adaptive(Evaluator):
@@ -27,7 +29,9 @@ class Adaptive(Evaluator):
     trimmed-mean estimate, so a trial's ``len(run_secs)`` is its number of micro-batches. ``reference`` is
     the task's best latency, set by :meth:`with_reference`; a candidate over ``slow_factor`` times it stops
     after ``slow_batches`` micro-batches. Of the runner's ``EvaluatorConfig`` only
-    ``enable_cpu_cache_flush`` is used.
+    ``enable_cpu_cache_flush`` is used: with it every run is timed cold, on its own, after TVM flushes every
+    argument but the first (the input) from the CPU caches, and a micro-batch is the mean of its ``b`` runs.
+    That is how a kernel runs inside a model whose weights do not stay in the last-level cache.
 
     >>> Adaptive().with_reference(2e-3).reference
     0.002
@@ -68,26 +72,32 @@ class Adaptive(Evaluator):
         return max(1, min(self.runs, int(self.batch_ms * 1e-3 / probe_seconds)))
 
     def __call__(self, rt_mod, device, evaluator_config, repeated_args) -> list[float]:
-        preproc = "cache_flush_cpu_non_first_arg" if evaluator_config.enable_cpu_cache_flush else ""
+        cold = evaluator_config.enable_cpu_cache_flush
 
-        def timer(number: int, repeat: int):
-            return rt_mod.time_evaluator(rt_mod.entry_name, device, number=number, repeat=repeat, f_preproc=preproc)
+        def timer(runs: int, batches: int, args) -> list[float]:
+            # ``batches`` micro-batches of ``runs`` runs each from one call; cold, every run is a repeat of
+            # its own (TVM flushes before each repeat) and a micro-batch the mean of its runs
+            number, repeat = (1, runs * batches) if cold else (runs, batches)
+            results = rt_mod.time_evaluator(rt_mod.entry_name, device, number=number, repeat=repeat,
+                                            f_preproc=COLD_PREPROC if cold else "")(*args).results
+            if not cold:
+                return list(results)
+            return [sum(results[i * runs:(i + 1) * runs]) / runs for i in range(batches)]
 
         runs, pending = self.runs, []
         if self.batch_ms > 0:
             device.sync()
-            probe = timer(1, 1)(*repeated_args[0]).mean
+            probe = timer(1, 1, repeated_args[0])[0]
             runs = self.runs_per_batch(probe)
             if runs == 1:  # the probe was a micro-batch of one run: a slow candidate may stop right here
                 pending.append(probe)
 
         def micro_batch(i: int) -> float:
             # every time_evaluator call starts with an untimed warm-up run, so the micro-batches the rule
-            # needs anyway come from one call (``repeat``), and later ones one call each
+            # needs anyway come from one call, and later ones one call each
             if not pending:
                 device.sync()
-                repeat = max(1, self.min_batches - i)
-                pending.extend(timer(runs, repeat)(*repeated_args[i % len(repeated_args)]).results)
+                pending.extend(timer(runs, max(1, self.min_batches - i), repeated_args[i % len(repeated_args)]))
             return pending.pop(0)
 
         return list(self.rule.run(micro_batch, self.reference).samples)
