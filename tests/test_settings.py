@@ -128,6 +128,8 @@ def test_the_cli_leaves_every_unset_option_to_the_settings_and_shows_their_defau
                            (["--no-share", "--share", "off"], "off")):
         assert cli._tune_options(cli._parser().parse_args(["tune", "m", *options]))["share"] == share
     assert cli._tune_options(cli._parser().parse_args(["tune", "m", "--no-warm-start"]))["warm_start"] is False
+    assert cli._tune_options(cli._parser().parse_args(["tune", "m", "--cache-flush"]))["measure"] == \
+        dataclasses.replace(defaults.measure, enable_cpu_cache_flush=True)
     assert f"(default {defaults.share}:" in shown
 
 

@@ -285,7 +285,10 @@ def _cmd_tune(args) -> int:
     elif args.model is None:
         raise InputError("name a model to tune, or --resume RUN (see tunewise tune --help)")
     else:
-        result = workflow.tune(args.model, target=args.target, store=args.store, progress=True, **_tune_options(args))
+        options = _tune_options(args)
+        if "measure" in options:  # the one setting whose keyword in tunewise.tune() has another name
+            options["measure_config"] = options.pop("measure")
+        result = workflow.tune(args.model, target=args.target, store=args.store, progress=True, **options)
     print(f"model            {result.model} ({result.tasks} tasks), run {result.run}")
     shared = f", {result.shared} shared between tasks" if result.shared else ""
     skipped = f"; {result.skipped} proposals skipped by the filter" if result.skipped else ""
