@@ -190,6 +190,11 @@ def print_table(inference: dict, training: dict | None) -> None:
                 print(f"{name} {mode}: {info['error']}")
 
 
+def write(path: str, results: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(provenance.stamped(results), f, indent=2)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="where to write the JSON results")
@@ -203,16 +208,17 @@ def main(argv: list[str] | None = None) -> None:
     if not torch.cuda.is_available():
         sys.exit("bench/nimble.py needs a CUDA GPU, and torch.cuda.is_available() is False here; "
                  "the CPU tests in tests/runtime cover the stream plans")
-    inference = {}
-    for name in args.models:
-        print(f"timing {name} ...", file=sys.stderr)
-        inference[name] = bench_inference(name, args)
-    training = None if args.skip_training else bench_training(args)
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "runs": args.runs,
-               "warmup": args.warmup, "merge": args.merge, "inference": inference, "training": training}
-    with open(args.out, "w") as f:
-        json.dump(provenance.stamped(results), f, indent=2)
-    print_table(inference, training)
+               "warmup": args.warmup, "merge": args.merge, "inference": {}, "training": None}
+    for name in args.models:  # the file is rewritten after each model, so a run cut short keeps what it timed
+        print(f"timing {name} ...", file=sys.stderr)
+        results["inference"][name] = bench_inference(name, args)
+        write(args.out, results)
+    if not args.skip_training:
+        print("timing the training step ...", file=sys.stderr)
+        results["training"] = bench_training(args)
+        write(args.out, results)
+    print_table(results["inference"], results["training"])
     print(f"\nwrote {args.out}")
 
 
