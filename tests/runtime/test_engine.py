@@ -191,5 +191,8 @@ def test_aot_training_matches_eager_gradients(merge):
             module.zero_grad(set_to_none=True)
         graphed(x + step).square().sum().backward()
         reference(x + step).square().sum().backward()
+        # a convolution's bias before a training-mode batch norm has a true gradient of zero, so its computed
+        # gradients are rounding noise of the other kernels' sums: the tolerance scales with the largest one
+        scale = max(q.grad.abs().max().item() for q in reference.parameters())
         for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
-            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-3, msg=name)
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4 * scale, msg=name)

@@ -67,6 +67,7 @@ class StreamedModule(nn.Module):
         for node in program.graph.nodes:
             if node.op == "call_function" and not is_operator(node):
                 self._results[producer(node).name].append(node)
+        self._foreign = _foreign_inputs(program.graph, self.plan.stream_of())
         self._constants = dict(program.constants)
         placeholders = [node for node in program.graph.nodes if node.op == "placeholder"]
         self._placeholders = list(zip(placeholders, program.graph_signature.input_specs, strict=True))
@@ -88,7 +89,7 @@ class StreamedModule(nn.Module):
             match step:
                 case Launch(node=name, stream=s):
                     with streams.stream(stream[s]):
-                        self._launch(name, env)
+                        self._launch(name, env, stream[s])
                 case Record(sync=i, stream=s):
                     self._events[i].record(stream[s])
                 case Wait(sync=i, stream=s):
@@ -123,8 +124,12 @@ class StreamedModule(nn.Module):
                 env[node] = tensors[spec.target]
         return env
 
-    def _launch(self, name: str, env: dict[fx.Node, Any]) -> None:
+    def _launch(self, name: str, env: dict[fx.Node, Any], stream: Any) -> None:
         node = self._nodes[name]
+        if self.device.type == "cuda":
+            for source in self._foreign[name]:
+                if isinstance(tensor := env[source], torch.Tensor) and tensor.device.type == "cuda":
+                    tensor.record_stream(stream)
         args, kwargs = fx.node.map_arg((node.args, node.kwargs), env.__getitem__)
         env[node] = node.target(*args, **kwargs)
         for item in self._results[name]:  # getitem nodes, in graph order, so nested ones find their source
@@ -251,6 +256,24 @@ def _cuda_device(model: nn.Module) -> torch.device:
         raise InputError(f"the model must be on the current CUDA device {device} "
                          f"(model.to({str(device)!r})); it has tensors on {', '.join(sorted(elsewhere))}")
     return device
+
+
+def _foreign_inputs(graph: fx.Graph, stream_of: dict[str, int]) -> dict[str, list[fx.Node]]:
+    """For each operator, its inputs made on another stream (graph inputs count as the capture stream's).
+
+    The caching allocator reuses a freed tensor's memory for the next allocation on the stream that made it,
+    without waiting for other streams. Forward intermediates outlive the call when autograd saves them, and
+    backward operators run on their forward operators' streams, so a tensor read on another stream is
+    recorded on that stream (``record_stream``): its memory is reused only once that stream's work is done,
+    and within a CUDA graph capture only after the capture ends.
+    """
+    foreign = {}
+    for node in graph.nodes:
+        if is_operator(node):
+            here = stream_of[node.name]
+            foreign[node.name] = [source for source in node.all_input_nodes
+                                  if stream_of.get(getattr(producer(source), "name", None), 0) != here]
+    return foreign
 
 
 def _device_of(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> torch.device:
