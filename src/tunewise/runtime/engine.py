@@ -231,7 +231,8 @@ def aot_training(model: nn.Module, example_inputs: Sequence[torch.Tensor], *, me
     if not _cuda_or_fallback(fallback):
         return model.train()
     device = _cuda_device(model)
-    inputs = tuple(x.detach().to(device).requires_grad_(x.requires_grad) for x in inputs)
+    # copies: the graphs' input buffers are written by every call, and must not be the caller's tensors
+    inputs = tuple(x.detach().to(device).clone().requires_grad_(x.requires_grad) for x in inputs)
     streamed = StreamedModule(model.train(), inputs, merge=merge)
     return torch.cuda.make_graphed_callables(streamed, inputs, allow_unused_input=True)
 
