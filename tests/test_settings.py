@@ -148,12 +148,12 @@ def test_the_cli_stores_the_settings_defaults_and_a_budget_option_on_resume_repl
                                                                                                      capsys):
     url, out = f"sqlite:///{tmp_path}/tunewise.db", str(tmp_path / "out")
     assert cli.main(["tune", "tiny-mlp", "--time-budget", "1h", "--trials", "2", "--trials-per-slot", "2",
-                     "-o", out, "--store", url]) == 0
+                     "--cache-flush", "-o", out, "--store", url]) == 0
     store = stores.create(url)
     # the meter "auto" chose here is stored, so that a resumed run meters as the run began
     assert store.get_run(1).settings == RunSettings(
         source="tiny-mlp", budget=Budget(max_trials=2, time_budget=3600.0), trials_per_slot=2, output=out,
-        energy_meter=energy.create("auto").name).to_json()
+        energy_meter=energy.create("auto").name, measure=MeasureConfig(enable_cpu_cache_flush=True)).to_json()
 
     assert cli.main(["tune", "--resume", "1", "--trials", "4", "--store", url]) == 0
     assert store.get_run(1).settings["budget"] == {
