@@ -12,7 +12,7 @@ import tunewise.runtime
 from tunewise import zoo
 from tunewise.errors import InputError, ModelImportError
 from tunewise.runtime import AotEngine, EagerEngine, StreamedModule, aot, aot_training
-from tunewise.runtime.graph import export_program, operator_dag
+from tunewise.runtime.graph import export_program, operator_dag, producer
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -70,6 +70,18 @@ def test_each_parallel_branch_gets_a_stream_of_its_own():
     model, x = Cells().eval(), torch.randn(1, 3, 8, 8)
     plan = StreamedModule(model, (x,)).plan
     assert len(plan.streams) == 3 and [len(stream) for stream in plan.streams[1:]] == [3, 3]  # conv, bn, relu
+
+
+def test_tensors_read_across_streams_are_the_inputs_made_on_another_stream():
+    model, x = Cells().eval(), torch.randn(1, 3, 8, 8)
+    streamed = StreamedModule(model, (x,))
+    stream_of = streamed.plan.stream_of()
+    # every cross-stream edge of the plan is a foreign read, and every foreign read comes from another stream
+    for sync in streamed.plan.syncs:
+        assert sync.src in [getattr(producer(node), "name", None) for node in streamed._foreign[sync.dst]]
+    for name, sources in streamed._foreign.items():
+        assert all(stream_of.get(getattr(producer(s), "name", None), 0) != stream_of[name] for s in sources)
+    assert sum(map(len, streamed._foreign.values())) >= len(streamed.plan.syncs) > 0
 
 
 def test_merged_streams_match_eager_on_cpu():
