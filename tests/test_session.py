@@ -169,6 +169,7 @@ def test_a_task_search_evolves_a_population_sized_to_one_slot_and_leaves_nothing
     assert [t.task for t in run.trials].count(0) == [t.task for t in run.trials].count(1) == 8
     for search in run._searches:  # the first slot sampled at random, the second searched
         assert search.context.search_strategy.population_size == session.MIN_POPULATION
+        assert search.context.search_strategy.genetic_num_iters == session.GENERATIONS
         assert search._queue == []
     wide = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=4), measurer, store,
                            new_run(store, tiny_mlp), trials_per_slot=4, search_batch=32)
