@@ -2,8 +2,8 @@
 
 ::
 
-    .venv/bin/python bench/generations.py --model mobilenetv2 --minutes 10 --generations 4,2 \
-        --out bench/results/generations.json
+    .venv/bin/python bench/generations.py --model mobilenetv2 --minutes 10 --generations 4,2 --seed 1 \
+        --out bench/results/generations-mobilenetv2-seed1.json
 
 For each ``--generations`` value in turn, one run of our loop (the defaults of
 :class:`tunewise.settings.RunSettings`, the cold filter on) tunes the model from an empty store for
@@ -11,8 +11,8 @@ For each ``--generations`` value in turn, one run of our loop (the defaults of
 All arms share one extraction and one measurer, one after the other in one process. Each arm records its
 trials, trials a minute, and its estimate after every slot against the trials measured so far, so that arms
 compare at equal trials (quality per trial) as well as at equal time. A file given with ``--resume`` keeps the
-arms it holds (for the same model, seed and CPU) and runs the missing ones. The JSON holds the command line,
-the commit and the CPU model (:mod:`provenance`).
+arms it holds (for the same model, seed, minutes and CPU target) and runs the missing ones. The JSON holds the
+command line, the commit and the CPU model (:mod:`provenance`).
 """
 
 from __future__ import annotations
