@@ -229,3 +229,28 @@ def test_clip_fuses_into_the_convolutions_at_the_default_level_without_transpose
     assert clipped.min() >= -0.5 and clipped.max() <= 0.25 and (clipped == 0.25).any() and (clipped == -0.5).any()
     assert clamped.min() == np.float32(0.1) and clamped.max() > 0.25
     assert fallbacks == []
+
+
+class _Gelu(torch.nn.Module):
+    """A linear layer, then GELU beside ``erf`` written out."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 32)
+
+    def forward(self, x):
+        y = self.linear(x)
+        return torch.nn.functional.gelu(y) + torch.erf(y)
+
+
+@pytest.mark.parametrize("level", graph.LEVELS[1:])
+def test_gelu_and_erf_lose_the_scalar_erf_from_fold_bn_on(host_target, level):
+    with torch.random.fork_rng():  # fixed weights, inputs spread over erf's curve and its flat tails
+        torch.manual_seed(0)
+        module, inputs = _Gelu(), (3 * torch.randn(4, 16),)
+    extracted = tasks.extract(frontend.load(module, example_inputs=inputs), host_target, level=level)
+    scalar_erf = [t.name for t, mod in zip(extracted.tasks, extracted.task_mods, strict=True)
+                  if "T.erf(" in mod.script()]
+    assert bool(scalar_erf) == (level == "decompose"), scalar_erf
+    compiled = compiler.CompiledModel(compiler.build(extracted), host_target)
+    assert compiler.verify(compiled, extracted.inputs, extracted.reference_outputs) < 1e-5

@@ -16,7 +16,8 @@ compilation splits those weight rewrites out of the operators and folds them int
 A level is a list of steps. The channels-last step runs only on a module with a 2-d convolution, after the
 negative axes of the operators that Relax's ``ConvertLayout`` cannot remap (it fails on them with
 ``std::bad_alloc``) are made non-negative, and ``clip`` (which it would wrap in transposes) is written as
-``maximum`` and ``minimum``. A step that fails on a function leaves that function as it was
+``maximum`` and ``minimum``. From ``fold-bn`` on, a last step writes ``erf`` and GELU with an ``erf`` that
+vectorises (:func:`vectorisable_erf`). A step that fails on a function leaves that function as it was
 before the step, and a warning on the ``tunewise.graph`` logger says so.
 """
 
@@ -50,6 +51,7 @@ def _steps(level: str) -> list[tuple[str, list]]:
     if level in ("nhwc", "prepack"):  # output channels innermost in data and weights: the search vectorises them
         steps.append((LAYOUT_STEP, [normalize_axes(), clip_as_min_max(), relax.transform.ConvertLayout(
             {"relax.nn.conv2d": ["NHWC", "HWIO"]}), relax.transform.FoldConstant()]))
+    steps.append(("vectorisable erf", [vectorisable_erf()]))  # after the layout step, which has no rule for it
     return steps
 
 
@@ -168,6 +170,36 @@ def clip_as_min_max():
             return relax.op.minimum(x, relax.const(high, dtype)) if math.isfinite(high) else x
 
     return _module_pass(_Rewriter, "ClipAsMinMax")
+
+
+def vectorisable_erf():
+    """A module pass writing ``erf``, and the GELU built on it, with TOPI's ``fast_erf``: a rational
+    approximation in plain arithmetic (Eigen's; within a few units in the last place of float32) where LLVM
+    lowers ``erf`` to a scalar library call per element. Timed on AMD EPYC ``znver3``, the bundled
+    Transformer's GELU (128 x 1024 floats, four a call) took 2.1 ms tuned with ``erf``, half the model's
+    estimate; its design space holds nothing a search could vectorise it with. Float32 and float16 only, the
+    types ``fast_erf`` has; ``gelu(x)`` becomes ``x * (0.5 + 0.5 * erf(x / sqrt 2))``, its definition."""
+    import tvm
+    from tvm import relax, topi
+
+    @relax.expr_functor.mutator
+    class _Rewriter(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if not isinstance(call.op, tvm.ir.Op) or call.op.name not in ("relax.erf", "relax.nn.gelu"):
+                return call
+            x = call.args[0]
+            dtype = str(x.ty.dtype)
+            if dtype not in ("float32", "float16"):
+                return call
+            if call.op.name == "relax.erf":
+                return self.builder_.call_te(topi.fast_erf, x)
+            half = relax.const(0.5, dtype)
+            scaled = self.builder_.emit(relax.op.multiply(x, relax.const(math.sqrt(0.5), dtype)))
+            erf = self.builder_.emit(self.builder_.call_te(topi.fast_erf, scaled))
+            return relax.op.multiply(x, relax.op.add(half, relax.op.multiply(erf, half)))
+
+    return _module_pass(_Rewriter, "VectorisableErf")
 
 
 def _module_pass(mutator, name: str):
