@@ -25,6 +25,8 @@ the CPU model: :mod:`provenance`) as soon as it is made. ``--resume`` keeps what
 the same settings) and makes only the missing runs, so the models can be run a few at a time
 (``--models vgg11 --warm-models ''``); each model records its CPU target, since its runs compare with each
 other only when made on one machine, and a model left incomplete on another target is made again.
+``--keep DIR`` keeps each run's store there (``MODEL-MODE-SEED.db``, ``MODEL-cold-SEED.db``,
+``MODEL-warm-SEED.db``) to study its records afterwards.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ def main() -> None:
     parser.add_argument("--out", default="bench/results/sharing.json")
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "tunewise-sharing"),
                         help="where the warm-from store is kept between invocations")
+    parser.add_argument("--keep", metavar="DIR", help="keep each run's store in DIR")
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -140,14 +143,26 @@ def main() -> None:
         return entry["runs"]
 
     os.makedirs(args.work, exist_ok=True)
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
+
+        def fresh(file: str) -> str:
+            """The path of a new store named ``file``: in ``--keep`` (what a run cut short left there removed)
+            or in the scratch folder."""
+            path = os.path.join(os.path.abspath(args.keep or scratch), file)
+            for leftover in (path, f"{path}-wal", f"{path}-shm"):
+                if os.path.exists(leftover):
+                    os.remove(leftover)
+            return path
+
         for name in filter(None, args.models.split(",")):
             for seed in seeds:
                 for mode in MODES:
                     runs = model_runs("modes", name).setdefault(mode, {})
                     if seed in runs:
                         continue
-                    runs[seed] = tune(name, f"sqlite:///{scratch}/{name}-{mode}-{seed}.db", f"{scratch}/out",
+                    runs[seed] = tune(name, f"sqlite:///{fresh(f'{name}-{mode}-{seed}.db')}", f"{scratch}/out",
                                       budget=Budget(per_task_trials=args.per_task, patience=args.patience),
                                       share=mode, warm_start=False, seed=seed)
                     print(name, mode, seed, {k: v for k, v in runs[seed].items() if k != "provenance"}, flush=True)
@@ -166,7 +181,7 @@ def main() -> None:
                     runs = model_runs("warm", name).setdefault(arm, {})
                     if seed in runs:
                         continue
-                    store = f"{scratch}/{name}-{arm}-{seed}.db"
+                    store = fresh(f"{name}-{arm}-{seed}.db")
                     if arm == "warm":
                         shutil.copy(source, store)
                     runs[seed] = tune(name, f"sqlite:///{store}", f"{scratch}/out", warm_start=arm == "warm",
