@@ -1,7 +1,10 @@
-"""Resume for real: ``tunewise tune`` killed with SIGKILL in the middle of tuning, then ``--resume``d."""
+"""Resume for real: ``tunewise tune`` killed with SIGKILL in the middle of tuning, then ``--resume``d; a store
+copied elsewhere once a job has ended, then resumed there."""
 
+import contextlib
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,6 +78,27 @@ def test_a_killed_run_resumes_without_losing_or_repeating_a_trial(tmp_path, caps
     [artifact] = store.get_artifacts(run.id)
     assert artifact.metadata["trials"] == TRIALS and artifact.path == str(tmp_path / "out")
     assert_only_records_beating_the_defaults_are_applied(store, run)
+
+
+def test_a_job_leaves_its_sqlite_store_whole_in_one_file_that_a_copy_resumes(tmp_path):
+    import tunewise
+    from tunewise.session import Budget
+
+    def left_beside(name: str) -> list[str]:
+        return [f for f in (f"{name}-wal", f"{name}-shm") if os.path.exists(tmp_path / f)]
+
+    tuned = tunewise.tune("tiny-mlp", budget=Budget(max_trials=4), trials_per_slot=2, compare_torch=False,
+                          progress=False, store=f"sqlite:///{tmp_path}/tunewise.db", output=str(tmp_path / "out"))
+    assert left_beside("tunewise.db") == []  # the write-ahead log is folded into the file
+    shutil.copy(tmp_path / "tunewise.db", tmp_path / "copy.db")  # the file alone, as a user moves a store
+    resumed = tunewise.resume(tuned.run, store=f"sqlite:///{tmp_path}/copy.db", budget={"max_trials": 6},
+                              compare_torch=False, progress=False, output=str(tmp_path / "out2"))
+    assert resumed.trials == 6 and left_beside("copy.db") == []
+    with contextlib.closing(stores.create(f"sqlite:///{tmp_path}/tunewise.db", read_only=True)) as original, \
+            contextlib.closing(stores.create(f"sqlite:///{tmp_path}/copy.db", read_only=True)) as copy:
+        before, after = original.get_trials(tuned.run), copy.get_trials(tuned.run)
+        assert len(before) == 4 and after[:4] == before and len(after) == 6
+        assert copy.get_run(tuned.run).status == stores.FINISHED
 
 
 def assert_only_records_beating_the_defaults_are_applied(store, run) -> None:

@@ -104,7 +104,7 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
         output=os.path.abspath(output) if output else None, measure=measure_config or RunSettings.measure,
         runner=runner, goal=goal, energy_budget=energy_budget, diminishing=diminishing, check_every=check_every,
         energy_meter=energy_meter, candidate_filter=candidate_filter)
-    with _ownership() as owned:
+    with _opened(store) as store, _ownership() as owned:
         return _tune(source, store, None, settings, scheduler, target, example_inputs,
                      _callbacks(callbacks, progress), compare_torch, owned)
 
@@ -134,34 +134,50 @@ def resume(run: int, *, store=None, budget: session.Budget | Mapping | None = No
     in the full one (:meth:`~tunewise.settings.RunSettings.from_json`). ``callbacks`` and ``progress`` are
     :func:`tune`'s. Raises :class:`~tunewise.errors.RunBusyError` when another live process owns the run.
     """
-    store = stores.create(store, must_exist=True)
-    spec = store.get_run(run)
-    if spec.status == stores.IMPORTED:
-        raise InputError(f"run {run} is an import of records, not a tuning run")
-    try:
-        settings = RunSettings.from_json(spec.settings)
-    except InputError as err:
-        raise InputError(f"run {run} cannot be resumed: {err}") from None
-    if budget is not None:
-        settings = settings.with_limits(budget)
-    source = source if source is not None else settings.source
-    scheduler = scheduler if scheduler is not None else settings.scheduler
-    if source is None or scheduler is None:
-        raise InputError(f"run {run} was started with a Python model or scheduler object: pass it again")
-    if output is not None:
-        settings = dataclasses.replace(settings, output=check_folder(output, "artifact folder"))
-    with _ownership() as owned:
-        owned.claim(store, run)
-        if settings.to_json() != spec.settings:
-            store.update_settings(run, settings.to_json())
-        return _tune(source, store, run, settings, scheduler, spec.target, example_inputs,
-                     _callbacks(callbacks, progress), compare_torch, owned)
+    with _opened(store, must_exist=True) as store:
+        spec = store.get_run(run)
+        if spec.status == stores.IMPORTED:
+            raise InputError(f"run {run} is an import of records, not a tuning run")
+        try:
+            settings = RunSettings.from_json(spec.settings)
+        except InputError as err:
+            raise InputError(f"run {run} cannot be resumed: {err}") from None
+        if budget is not None:
+            settings = settings.with_limits(budget)
+        source = source if source is not None else settings.source
+        scheduler = scheduler if scheduler is not None else settings.scheduler
+        if source is None or scheduler is None:
+            raise InputError(f"run {run} was started with a Python model or scheduler object: pass it again")
+        if output is not None:
+            settings = dataclasses.replace(settings, output=check_folder(output, "artifact folder"))
+        with _ownership() as owned:
+            owned.claim(store, run)
+            if settings.to_json() != spec.settings:
+                store.update_settings(run, settings.to_json())
+            return _tune(source, store, run, settings, scheduler, spec.target, example_inputs,
+                         _callbacks(callbacks, progress), compare_torch, owned)
 
 
 def resume_command(run: int, store_url: str | None) -> str:
     """The command line that resumes run ``run`` of the store at ``store_url`` (its password hidden)."""
     store = "" if store_url in (None, stores.DEFAULT_URL) else f" --store {stores.display_url(store_url)}"
     return f"tunewise tune --resume {run}{store}"
+
+
+@contextlib.contextmanager
+def _opened(store, **options):
+    """The store ``store`` is, or names: opened from a URL (:func:`tunewise.stores.create` with ``options``) for
+    the ``with`` block and closed at its end, so that a SQLite file holds the whole run once the job returns
+    (nothing left in its write-ahead log) and can be copied; a :class:`~tunewise.stores.Store` given is the
+    caller's, left open."""
+    if isinstance(store, stores.Store):
+        yield store
+        return
+    opened = stores.create(store, **options)
+    try:
+        yield opened
+    finally:
+        opened.close()
 
 
 @contextlib.contextmanager
