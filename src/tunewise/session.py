@@ -595,10 +595,10 @@ class Session:
         from tunewise.stores._database import module_hash
 
         mod, target, seen = self.model.task_mods[k], self.model.target, self._searches[k].seen
-        postprocs = sharing.postprocessors(mod, target)
+        to = sharing.destination(mod, target)
         schedules, keys = [], set()
         for trial in self.store.top_trials(self._workloads[source], n + 4, self.database.target):
-            sch = sharing.transfer_across(self.database.record(trial).trace, mod, target, postprocs)
+            sch = sharing.transfer_across(self.database.record(trial).trace, mod, target, to)
             if sch is not None and (key := module_hash(sch.mod)) not in seen and key not in keys:
                 schedules.append(sch)
                 keys.add(key)
@@ -620,12 +620,12 @@ class Session:
         if not self._foreign:
             return []
         mod, target = self.model.task_mods[k], self.model.target
-        postprocs = None
+        to = None
         schedules = []
         for workload in sharing.warm_sources(self._signature(k), self._foreign, limit=min(n, 4)):
-            postprocs = postprocs or sharing.postprocessors(mod, target)
+            to = to or sharing.destination(mod, target)
             trial = self.store.top_trials(workload, 1, self.database.target)[0]
-            sch = sharing.transfer_across(self.database.record(trial).trace, mod, target, postprocs)
+            sch = sharing.transfer_across(self.database.record(trial).trace, mod, target, to)
             if sch is not None:
                 schedules.append(sch)
         return schedules

@@ -142,20 +142,20 @@ def test_a_member_whose_transfer_does_not_apply_falls_back_to_its_own_search(pai
 
 @pytest.fixture(scope="module")
 def two_dense(host_target, measurer):
-    """Two one-task models: a dense layer with bias and ReLU, of two shapes."""
+    """Two one-task models: a dense layer with bias and ReLU, and one of another shape with bias and ReLU6."""
     import torch
 
     from tunewise import frontend, tasks
 
-    def dense(name, inputs, outputs, rows):
+    def dense(name, inputs, outputs, rows, activation):
         torch.manual_seed(0)
-        layer = torch.nn.Sequential(torch.nn.Linear(inputs, outputs), torch.nn.ReLU()).eval()
+        layer = torch.nn.Sequential(torch.nn.Linear(inputs, outputs), activation).eval()
         imported = frontend.load(layer, example_inputs=(torch.randn(rows, inputs),))
         import dataclasses
 
         return dataclasses.replace(tasks.extract(imported, host_target, measurer=measurer), name=name)
 
-    return dense("small", 16, 32, 4), dense("large", 24, 48, 6)
+    return dense("small", 16, 32, 4, torch.nn.ReLU()), dense("large", 24, 48, 6, torch.nn.ReLU6())
 
 
 @pytest.mark.tvm
@@ -179,7 +179,7 @@ def test_a_new_model_starts_warm_from_another_runs_records_in_a_sqlite_store(two
     cold, _ = tune(large, False)
     assert cold[0].shared == 0
     warm, loop = tune(large, True)
-    # the large dense layer's first slot measures the small one's best record, fitted to its shape
+    # the large dense layer's first slot measures the small one's best record, fitted to its shape and epilogue
     assert warm[0].shared == 1 and warm[0].trials == 1
     measured = [t for t in loop.trials if t.slot == warm[0].slot]
     assert len(measured) == 1 and math.isfinite(measured[0].latency)

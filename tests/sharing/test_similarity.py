@@ -32,6 +32,30 @@ def test_a_sketch_ignores_decisions_and_constants_and_tiles_are_the_decisions_pr
     assert trace_signature(_trace([[2, 2, 4, 4], [8, 8]], block="D")).sketches != a.sketches
 
 
+def _with_epilogue(trace, blocks, how="ComputeInline"):
+    """``trace`` (:func:`_trace`) with elementwise ``blocks`` fetched first and then handled ``how``."""
+    instructions, decisions = trace
+    fetched = [["GetSBlock", [], [name, "main"], [f"b{90 + i}"]] for i, name in enumerate(blocks)]
+    handled = [[how, [f"b{90 + i}"], [], []] if how != "ComputeAt" else ["ComputeAt", [f"b{90 + i}", "l7"], [1, -1], []]
+               for i in range(len(blocks))]
+    shift = len(fetched) + len(handled)
+    return [[*fetched, *handled, *instructions], [[index + shift, d] for index, d in decisions]]
+
+
+def test_the_blocks_a_trace_only_inlines_are_not_its_sketch():
+    plain = _trace([[2, 2, 4, 4], [8, 8]])
+    relu = trace_signature(_with_epilogue(plain, ["T_add"]))
+    relu6 = trace_signature(_with_epilogue(plain, ["T_add", "T_maximum"]))  # one more block inlined
+    assert relu == relu6 == trace_signature(plain) and relu.tiles == ((64, 4), (64, 2))
+    assert trace_signature(_with_epilogue(plain, ["T_add"], how="ReverseComputeInline")) == relu
+    # a block computed at a tile is scheduled, not only inlined: another sketch
+    assert trace_signature(_with_epilogue(plain, ["pad_temp"], how="ComputeAt")).sketches != relu.sketches
+    instructions = [("GetSBlock", [], ["b0"]), ("GetSBlock", [], ["b1"]), ("ComputeInline", ["b1"], []),
+                    ("GetLoops", ["b0"], ["l2"]), ("GetSBlock", [], ["b3"]), ("ComputeInline", ["b3"], []),
+                    ("ComputeAt", ["b3", "l2"], [])]
+    assert sharing.inlined_blocks(instructions) == [1, 2]  # b3 is also computed at a loop
+
+
 def test_similarity_is_the_product_of_the_jaccard_overlaps_of_the_divisors():
     assert divisors(64) == {1, 2, 4, 8, 16, 32, 64} and divisors(1) == {1} and divisors(12) == {1, 2, 3, 4, 6, 12}
     a = trace_signature(_trace([[2, 2, 4, 4], [8, 8]]))  # 64, 64
@@ -79,6 +103,23 @@ def _conv(ci, co, size):
 
     x, w = te.placeholder((1, ci, size, size), name="x"), te.placeholder((co, ci, 3, 3), name="w")
     return tvm.IRModule({"main": te.create_prim_func([x, w, topi.nn.conv2d_nchw(x, w, 1, 1, 1)])})
+
+
+def _conv_bias(ci, co, size, clip):
+    """A 3x3 convolution, a bias and a ReLU (``clip`` None) or a clip to ``[0, clip]`` (ReLU6: a maximum block
+    and a minimum block, as Relax fuses them)."""
+    import tvm
+    from tvm import te, topi
+
+    x, w = te.placeholder((1, ci, size, size), name="x"), te.placeholder((co, ci, 3, 3), name="w")
+    b = te.placeholder((co,), name="b")
+    conv = topi.nn.conv2d_nchw(x, w, 1, 1, 1)
+    added = te.compute(conv.shape, lambda n, c, h, v: conv[n, c, h, v] + b[c], name="T_add")
+    out = te.compute(conv.shape, lambda *i: te.max(added(*i), 0.0), name="T_maximum")
+    if clip is not None:
+        low = out
+        out = te.compute(conv.shape, lambda *i: te.min(low(*i), float(clip)), name="T_minimum")
+    return tvm.IRModule({"main": te.create_prim_func([x, w, b, out])})
 
 
 def _candidates(mod, target, n):
@@ -159,3 +200,25 @@ def test_a_conv_schedule_moves_to_another_shape_and_computes_the_same(host_targe
 def test_a_trace_of_another_computation_does_not_transfer(host_target):
     for candidate in _candidates(_matmul(64, 64, 64), host_target, 2):
         assert sharing.transfer_across(candidate.sch.trace, _conv(8, 16, 14), host_target) is None
+
+
+@pytest.mark.tvm
+def test_a_conv_schedule_moves_to_another_shape_and_another_epilogue_and_computes_the_same(host_target):
+    import tvm
+
+    source, member = _conv_bias(8, 16, 14, clip=None), _conv_bias(16, 16, 12, clip=6)
+    assert sharing.similarity(sharing.task_signature(source, host_target),
+                              sharing.task_signature(member, host_target)) > sharing.THRESHOLD
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((1, 16, 12, 12)).astype("float32"), rng.standard_normal((16, 16, 3, 3)).astype("float32")
+    b = rng.standard_normal(16).astype("float32")
+    reference = _run(tvm.s_tir.Schedule(member).mod, host_target, x, w, b, np.zeros((1, 16, 12, 12), "float32"))
+    assert 0 < reference.max() <= 6 and reference.min() == 0  # the clip is there
+    to = sharing.destination(member, host_target)
+    for candidate in _candidates(source, host_target, 2):
+        sch = sharing.transfer_across(candidate.sch.trace, member, host_target, to)
+        assert sch is not None
+        blocks = {i.attrs[0] for i in sch.trace.insts if i.kind.name == "GetSBlock"}
+        assert "T_minimum" in blocks or "T_maximum" in blocks  # the member's own epilogue was inlined
+        out = _run(sch.mod, host_target, x, w, b, np.zeros((1, 16, 12, 12), "float32"))
+        np.testing.assert_allclose(out, reference, rtol=1e-4, atol=1e-4)

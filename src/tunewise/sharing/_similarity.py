@@ -5,10 +5,13 @@ A :class:`Signature` describes a design space by two things read off a MetaSched
 - its *sketch*: the trace's instructions before post-processing, without their decisions and without their
   constant inputs (the parallel extent, which MetaSchedule's mutators change, and the tiling-structure text),
   as a short hash. Look-ups whose results nothing uses (``GetConsumers`` without outputs...) are left out and
-  the random variables renamed in order, as MetaSchedule drops them from the traces it measures. Two traces
-  of one design space have the same sketch whatever they sampled, and since ``GetSBlock`` names its block,
-  tasks share a sketch only when the same kind of computation is tiled the same way (a matmul and a
-  convolution never do; a convolution with and without a fused ReLU neither).
+  the random variables renamed in order, as MetaSchedule drops them from the traces it measures. So are the
+  fused elementwise blocks the trace only inlines (:func:`inlined_blocks`: a bias, a ReLU6's ``maximum``, a
+  zero padding), which the schedule does not tile: a convolution followed by a bias and a ReLU and one
+  followed by a bias and a ReLU6 have the same sketch. Two traces of one design space have the same sketch
+  whatever they sampled, and since ``GetSBlock`` names its block, tasks share a sketch only when the same
+  kind of computation is tiled the same way (a matmul and a convolution never do; a convolution whose padding
+  is computed at a tile and one whose padding is inlined neither).
 - its *tile knobs*: for each ``SamplePerfectTile``, the extent of the loop it splits (the product of its
   decision, as the tile is perfect) and its number of parts.
 
@@ -47,10 +50,14 @@ def trace_signature(trace_json) -> Signature:
     decided = {index: decision for index, decision in decisions}
     kinds = [i[0] for i in instructions]
     end = kinds.index("EnterPostproc") if "EnterPostproc" in kinds else len(instructions)
+    inlined = set(inlined_blocks([(kind, _variables(inputs), outputs) for kind, inputs, _, outputs
+                                  in instructions[:end]]))
     used: set[str] = set()
     kept = []
     for index in reversed(range(end)):
         kind, inputs, attrs, outputs = instructions[index]
+        if index in inlined:
+            continue  # an elementwise block inlined, and its inlining
         if kind.startswith("Get") and not used.intersection(outputs):
             continue  # a look-up nothing uses
         kept.append(index)
@@ -72,6 +79,29 @@ def trace_signature(trace_json) -> Signature:
             tiles.append((math.prod(decided[index]), len(decided[index])))
     sketch = hashlib.sha1(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
     return Signature(frozenset([sketch]), tuple(tiles))
+
+
+INLINES = ("ComputeInline", "ReverseComputeInline")
+"""The instructions that inline a block into its consumer or its producer."""
+
+
+def inlined_blocks(instructions) -> list[int]:
+    """The positions of the instructions that fetch a block only to inline it, and of those inlinings, among
+    ``instructions`` (``(kind, inputs, outputs)`` each: a trace before post-processing, its inputs and outputs
+    anything that compares equal for one random variable): a ``GetSBlock`` whose block every later
+    instruction that takes it inlines (:data:`INLINES`; at least one does)."""
+    uses: dict = {}
+    for index, (_, inputs, _) in enumerate(instructions):
+        for variable in inputs:
+            uses.setdefault(variable, []).append(index)
+    found = []
+    for index, (kind, _, outputs) in enumerate(instructions):
+        if kind != "GetSBlock" or len(outputs) != 1:
+            continue
+        taking = uses.get(outputs[0], [])
+        if taking and all(instructions[i][0] in INLINES for i in taking):
+            found += [index, *taking]
+    return sorted(found)
 
 
 def _variables(values) -> list[str]:
