@@ -59,7 +59,7 @@ def _inlined(instructions) -> list[int]:
                            for inst in instructions[:end]])
 
 
-def with_inlining(trace, inlining: Sequence):
+def _with_inlining(trace, inlining: Sequence):
     """``trace`` with the blocks it only inlines replaced by ``inlining`` (another task's: a
     :attr:`Destination.inlining`), first."""
     from tvm.s_tir import Trace
@@ -115,7 +115,7 @@ def transfer_across(trace, mod, target, to: Destination | None = None):
         return list(nearest_factors(int(extent), [int(x) for x in decision], int(attrs[1])))
 
     try:
-        with_inlining(trace, to.inlining).apply_to_schedule(sch, remove_postproc=True, decision_provider=fitted)
+        _with_inlining(trace, to.inlining).apply_to_schedule(sch, remove_postproc=True, decision_provider=fitted)
         sch.enter_postproc()
         for postproc in to.postprocs:
             if not postproc.apply(sch):
