@@ -13,11 +13,11 @@ for TVM's import.
 
 import importlib
 
-__all__ = ["Budget", "load", "set_verbose", "tune", "tune_many"]
+__all__ = ["Budget", "load", "resume", "set_verbose", "tune", "tune_many"]
 __version__ = "0.1.0"
 
-_LAZY = {"Budget": "tunewise.session", "load": "tunewise.compile", "set_verbose": "tunewise.noise",
-         "tune": "tunewise.workflow", "tune_many": "tunewise.cluster"}
+_LAZY = {"Budget": "tunewise.session", "load": "tunewise.compile", "resume": "tunewise.workflow",
+         "set_verbose": "tunewise.noise", "tune": "tunewise.workflow", "tune_many": "tunewise.cluster"}
 
 
 def __getattr__(name: str):

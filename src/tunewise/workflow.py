@@ -104,9 +104,14 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
         output=os.path.abspath(output) if output else None, measure=measure_config or RunSettings.measure,
         runner=runner, goal=goal, energy_budget=energy_budget, diminishing=diminishing, check_every=check_every,
         energy_meter=energy_meter, candidate_filter=candidate_filter)
-    with _opened(store) as store, _ownership() as owned:
-        return _tune(source, store, None, settings, scheduler, target, example_inputs,
-                     _callbacks(callbacks, progress), compare_torch, owned)
+    owned = None
+    try:
+        with _ownership() as owned:
+            return _tune(source, store, None, settings, scheduler, target, example_inputs,
+                         _callbacks(callbacks, progress), compare_torch, owned)
+    finally:  # a store opened from its URL (once the inputs were checked) is closed when the job ends
+        if owned is not None and owned.store is not None and not isinstance(store, stores.Store):
+            owned.store.close()
 
 
 def _callbacks(callbacks: Sequence[Callback | str], progress: bool | None) -> CallbackList:
@@ -169,7 +174,8 @@ def _opened(store, **options):
     """The store ``store`` is, or names: opened from a URL (:func:`tunewise.stores.create` with ``options``) for
     the ``with`` block and closed at its end, so that a SQLite file holds the whole run once the job returns
     (nothing left in its write-ahead log) and can be copied; a :class:`~tunewise.stores.Store` given is the
-    caller's, left open."""
+    caller's, left open. (:func:`tune` opens its store later, once the inputs are checked, and closes it as
+    this does.)"""
     if isinstance(store, stores.Store):
         yield store
         return
