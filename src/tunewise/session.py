@@ -295,6 +295,7 @@ class Session:
                        else None)
         self.selection: sharing.Selection | None = None  # the groups of selective tuning, once chosen
         self._signatures: dict[int, sharing.Signature] = {}
+        self._destinations: dict[int, sharing.Destination] = {}  # what a transfer to task k needs of it
         self._foreign: list[tuple[int, sharing.Signature]] | None = None  # other workloads' best records
         self.shared = 0  # trials that were transferred schedules
         self._offset = 0.0  # tuning time of earlier sessions of the run
@@ -407,6 +408,11 @@ class Session:
         if k not in self._signatures:
             self._signatures[k] = sharing.task_signature(self.model.task_mods[k], self.model.target)
         return self._signatures[k]
+
+    def _destination(self, k: int) -> sharing.Destination:
+        if k not in self._destinations:
+            self._destinations[k] = sharing.destination(self.model.task_mods[k], self.model.target)
+        return self._destinations[k]
 
     # -- acting ------------------------------------------------------------------------------------------
     def run(self) -> Snapshot:
@@ -595,7 +601,7 @@ class Session:
         from tunewise.stores._database import module_hash
 
         mod, target, seen = self.model.task_mods[k], self.model.target, self._searches[k].seen
-        to = sharing.destination(mod, target)
+        to = self._destination(k)
         schedules, keys = [], set()
         for trial in self.store.top_trials(self._workloads[source], n + 4, self.database.target):
             sch = sharing.transfer_across(self.database.record(trial).trace, mod, target, to)
@@ -620,12 +626,10 @@ class Session:
         if not self._foreign:
             return []
         mod, target = self.model.task_mods[k], self.model.target
-        to = None
         schedules = []
         for workload in sharing.warm_sources(self._signature(k), self._foreign, limit=min(n, 4)):
-            to = to or sharing.destination(mod, target)
             trial = self.store.top_trials(workload, 1, self.database.target)[0]
-            sch = sharing.transfer_across(self.database.record(trial).trace, mod, target, to)
+            sch = sharing.transfer_across(self.database.record(trial).trace, mod, target, self._destination(k))
             if sch is not None:
                 schedules.append(sch)
         return schedules
