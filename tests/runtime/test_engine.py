@@ -92,6 +92,32 @@ def test_merged_streams_match_eager_on_cpu():
         torch.testing.assert_close(streamed(x), model(x))
 
 
+def test_inference_batch_norms_launch_torch_batch_norm_and_match_eager():
+    model = Cells().train()
+    with torch.no_grad():  # running statistics and affine parameters away from their identity defaults
+        for step in range(3):
+            model(torch.randn(4, 3, 8, 8) * (step + 2) + step)
+        for bn in (m for m in model.modules() if isinstance(m, nn.BatchNorm2d)):
+            bn.weight.uniform_(0.5, 2.0)
+            bn.bias.uniform_(-1.0, 1.0)
+    model.eval()
+    x = torch.randn(1, 3, 8, 8)
+    streamed = StreamedModule(model, (x,))
+    batch_norm = torch.ops.aten._native_batch_norm_legit_no_training.default
+    replaced = [name for name, node in streamed._nodes.items() if node.target is batch_norm]
+    assert len(replaced) == 4
+    assert all(streamed._kernels[name] is tunewise.runtime.engine.FIRST_RESULT_KERNELS[batch_norm]
+               for name in replaced)
+    with torch.no_grad():
+        torch.testing.assert_close(streamed(x), model(x))
+
+
+def test_training_batch_norms_launch_as_exported():
+    streamed = StreamedModule(Cells().train(), (torch.randn(4, 3, 8, 8),))
+    assert all(streamed._kernels[name] is node.target for name, node in streamed._nodes.items()
+               if name in streamed._kernels)
+
+
 def test_streamed_training_matches_eager_gradients_and_batch_norm_statistics():
     model = Cells().train()
     reference = copy.deepcopy(model)

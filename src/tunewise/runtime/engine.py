@@ -34,6 +34,20 @@ from tunewise.runtime.streams import Fork, Join, Launch, Record, StreamPlan, Wai
 FALLBACKS = (None, "cpu")
 
 
+def _batch_norm_inference(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                          running_mean: torch.Tensor, running_var: torch.Tensor, momentum: float,
+                          eps: float) -> tuple[torch.Tensor]:
+    """The normalised output of ``aten._native_batch_norm_legit_no_training`` through ``torch.batch_norm``,
+    which PyTorch hands to cuDNN's inference kernel where cuDNN takes the input; the exported operator always
+    runs PyTorch's own kernels."""
+    return (torch.batch_norm(x, weight, bias, running_mean, running_var, False, momentum, eps,
+                             torch.backends.cudnn.enabled),)
+
+
+# exported operators launched as another call computing the same first result, when only that one is read
+FIRST_RESULT_KERNELS = {torch.ops.aten._native_batch_norm_legit_no_training.default: _batch_norm_inference}
+
+
 class StreamedModule(nn.Module):
     """Runs ``model``'s exported operators on the streams of its plan, ordered by the plan's events.
 
@@ -41,7 +55,8 @@ class StreamedModule(nn.Module):
     the shapes and dtypes of ``example_inputs``; calls must keep both. Parameters and buffers are looked up in
     ``model`` at every call, so gradients reach them; buffers the model updates (batch-norm statistics in
     training) are read through a copy taken at the start of a call, and written back on the calling stream
-    after every stream has joined it.
+    after every stream has joined it. An operator of ``FIRST_RESULT_KERNELS`` whose other results nobody reads
+    (an inference batch norm's) is launched as its replacement there.
 
     Device-generic: the streams and events are those of the device module of the example inputs (or of the
     model's parameters). On CUDA, operators on different streams overlap; torch.cpu's streams and events do
@@ -67,6 +82,9 @@ class StreamedModule(nn.Module):
         for node in program.graph.nodes:
             if node.op == "call_function" and not is_operator(node):
                 self._results[producer(node).name].append(node)
+        self._kernels = {name: FIRST_RESULT_KERNELS.get(node.target, node.target)
+                         if all(item.args[1] == 0 for item in self._results.get(name, ())) else node.target
+                         for name, node in self._nodes.items() if is_operator(node)}
         self._foreign = _foreign_inputs(program.graph, self.plan.stream_of())
         self._constants = dict(program.constants)
         placeholders = [node for node in program.graph.nodes if node.op == "placeholder"]
@@ -131,7 +149,7 @@ class StreamedModule(nn.Module):
                 if isinstance(tensor := env[source], torch.Tensor) and tensor.device.type == "cuda":
                     tensor.record_stream(stream)
         args, kwargs = fx.node.map_arg((node.args, node.kwargs), env.__getitem__)
-        env[node] = node.target(*args, **kwargs)
+        env[node] = self._kernels[name](*args, **kwargs)
         for item in self._results[name]:  # getitem nodes, in graph order, so nested ones find their source
             env[item] = operator.getitem(env[item.args[0]], item.args[1])
 
