@@ -5,9 +5,10 @@ Run by hand on a CUDA machine, never in CI:
     python bench/nimble_kernels.py --out results.json
 
 For each model (batch 1, inference), three CUDA graphs: ``cudagraph``, the plain model captured on one stream
-(bench/nimble.py's single-stream graph); ``tunewise``, ``tunewise.runtime.aot`` as it is; and ``exported``,
-the same engine launching every exported ATen operator as exported (``StreamedModule``'s replacement kernels,
-``engine.FIRST_RESULT_KERNELS``, turned off). Each is timed as bench/nimble.py times it (median over
+(bench/nimble.py's single-stream graph); ``tunewise``, ``tunewise.runtime.aot`` as it is; ``exported``, the
+same engine launching every exported ATen operator as exported (``StreamedModule``'s replacement kernels,
+``engine.FIRST_RESULT_KERNELS``, turned off); and ``keep-all``, the same engine keeping every intermediate to
+the end of a call (no memory reused within a call). Each is timed as bench/nimble.py times it (median over
 ``--runs`` replays between CUDA events), then ``--profiled`` replays run under torch.profiler, which reports
 every kernel's count and GPU time per replay. Results go to the JSON file ``--out``, and a table is printed.
 """
@@ -45,6 +46,13 @@ def exported_engine(model: torch.nn.Module, x: torch.Tensor) -> AotEngine:
     return AotEngine(module, (x,))
 
 
+def keep_all_engine(model: torch.nn.Module, x: torch.Tensor) -> AotEngine:
+    """``aot(model, (x,))`` with every intermediate kept to the end of the call: none of its memory reused."""
+    module = StreamedModule(model, (x,))
+    module._dropped = {name: [] for name in module._dropped}
+    return AotEngine(module, (x,))
+
+
 def kernels_per_replay(run, x: torch.Tensor, replays: int) -> dict[str, dict]:
     """Each GPU kernel's launches and microseconds per replay of ``run(x)``, most time first."""
     run(x)
@@ -65,7 +73,8 @@ def kernels_per_replay(run, x: torch.Tensor, replays: int) -> dict[str, dict]:
 def profile_model(name: str, args: argparse.Namespace) -> dict:
     model, (x,) = zoo.get(name)
     model, x = model.cuda().eval(), x.cuda()
-    runners = {"cudagraph": plain_graph, "tunewise": tunewise_engine, "exported": exported_engine}
+    runners = {"cudagraph": plain_graph, "tunewise": tunewise_engine, "exported": exported_engine,
+               "keep-all": keep_all_engine}
     results = {}
     with torch.no_grad():
         reference = model(x)

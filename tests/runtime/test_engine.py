@@ -84,6 +84,24 @@ def test_tensors_read_across_streams_are_the_inputs_made_on_another_stream():
     assert sum(map(len, streamed._foreign.values())) >= len(streamed.plan.syncs) > 0
 
 
+@pytest.mark.parametrize("train", [False, True])
+def test_each_intermediate_is_dropped_once_after_its_last_reader(train):
+    model, x = Cells().train(train), torch.randn(2, 3, 8, 8)
+    streamed = StreamedModule(model, (x,))
+    graph = export_program(model, (x,)).graph
+    position = {name: i for i, name in enumerate(streamed.plan.order)}
+    outputs = set(graph.output_node().all_input_nodes)
+    dropped = [(node.name, name) for name, nodes in streamed._dropped.items() for node in nodes]
+    intermediates = [node.name for node in graph.nodes if node.op == "call_function" and node not in outputs]
+    assert sorted(value for value, _ in dropped) == sorted(intermediates)
+    for value, after in dropped:
+        readers = [n.name for n in graph.nodes if n.name in position and value in map(str, n.all_input_nodes)]
+        assert all(position[reader] <= position[after] for reader in readers)
+        assert after in readers or not readers
+    if train:  # batch-norm statistics are outputs, kept to the end to update the buffers
+        assert len(outputs) > 1 and not any(node.name in dict(dropped) for node in outputs)
+
+
 def test_merged_streams_match_eager_on_cpu():
     model, x = Cells().eval(), torch.randn(1, 3, 8, 8)
     streamed = StreamedModule(model, (x,), merge=True)

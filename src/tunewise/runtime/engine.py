@@ -55,7 +55,9 @@ class StreamedModule(nn.Module):
     the shapes and dtypes of ``example_inputs``; calls must keep both. Parameters and buffers are looked up in
     ``model`` at every call, so gradients reach them; buffers the model updates (batch-norm statistics in
     training) are read through a copy taken at the start of a call, and written back on the calling stream
-    after every stream has joined it. An operator of ``FIRST_RESULT_KERNELS`` whose other results nobody reads
+    after every stream has joined it. A call drops each intermediate once the last operator reading it is
+    issued, so the allocator reuses its memory as the plain model's calls do: a batch-1 forward pass stays in
+    the GPU's cache. An operator of ``FIRST_RESULT_KERNELS`` whose other results nobody reads
     (an inference batch norm's) is launched as its replacement there.
 
     Device-generic: the streams and events are those of the device module of the example inputs (or of the
@@ -64,8 +66,9 @@ class StreamedModule(nn.Module):
 
     A call issues work on the caller's current stream (the plan's stream 0) and on the module's side streams,
     which fork from it before the first operator and join it after the last, so a call can be captured into
-    a CUDA graph. Every intermediate stays referenced until the joins, so during capture the allocator never
-    hands memory that another stream may still read to a later operator.
+    a CUDA graph. A tensor read on another stream than its maker's is recorded on the reader's stream
+    (``_foreign_inputs``), so the memory of a dropped intermediate goes to a later operator only once every
+    stream that reads it is done with it (during a capture, only after the capture ends).
     """
 
     def __init__(self, model: nn.Module, example_inputs: Sequence[torch.Tensor], *, merge: bool = False):
@@ -86,6 +89,7 @@ class StreamedModule(nn.Module):
                          if all(item.args[1] == 0 for item in self._results.get(name, ())) else node.target
                          for name, node in self._nodes.items() if is_operator(node)}
         self._foreign = _foreign_inputs(program.graph, self.plan.stream_of())
+        self._dropped = _dropped_after(program.graph, self.plan.order)
         self._constants = dict(program.constants)
         placeholders = [node for node in program.graph.nodes if node.op == "placeholder"]
         self._placeholders = list(zip(placeholders, program.graph_signature.input_specs, strict=True))
@@ -152,6 +156,8 @@ class StreamedModule(nn.Module):
         env[node] = self._kernels[name](*args, **kwargs)
         for item in self._results[name]:  # getitem nodes, in graph order, so nested ones find their source
             env[item] = operator.getitem(env[item.args[0]], item.args[1])
+        for done in self._dropped[name]:
+            del env[done]
 
 
 class AotEngine:
@@ -293,6 +299,27 @@ def _foreign_inputs(graph: fx.Graph, stream_of: dict[str, int]) -> dict[str, lis
             foreign[node.name] = [source for source in node.all_input_nodes
                                   if stream_of.get(getattr(producer(source), "name", None), 0) != here]
     return foreign
+
+
+def _dropped_after(graph: fx.Graph, order: Sequence[str]) -> dict[str, list[fx.Node]]:
+    """For each operator, the values no operator issued after it reads: its inputs that it reads last, and
+    results of its own that nobody reads (a batch norm's tuple once its items are picked). Graph inputs and the
+    graph's outputs are never dropped."""
+    last_reader: dict[fx.Node, str] = {}
+    nodes = {node.name: node for node in graph.nodes}
+    for name in order:
+        for source in nodes[name].all_input_nodes:
+            last_reader[source] = name
+    kept = set(graph.output_node().all_input_nodes)
+    dropped: dict[str, list[fx.Node]] = {name: [] for name in order}
+    for node in graph.nodes:
+        if node.op != "call_function" or node in kept:
+            continue
+        if node in last_reader:
+            dropped[last_reader[node]].append(node)
+        else:  # read by no operator: a result tuple, or a getitem nobody reads
+            dropped[producer(node).name].append(node)
+    return dropped
 
 
 def _device_of(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> torch.device:
