@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import sys
 
-import provenance
 import torch
-from nimble import median_ms, single_stream_graph
+from nimble import median_ms, single_stream_graph, write
 from torch.profiler import ProfilerActivity, profile
 
 from tunewise import zoo
@@ -110,8 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.models:
         print(f"profiling {name} ...", file=sys.stderr)
         results["models"][name] = profile_model(name, args)
-        with open(args.out, "w") as f:
-            json.dump(provenance.stamped(results), f, indent=2)
+        write(args.out, results)
     print(f"{'model':<14}{'graph':<11}{'median ms':>10}{'kernels':>9}{'kernel us':>11}  top kernel")
     for name, modes in results["models"].items():
         for mode, info in modes.items():
