@@ -53,6 +53,11 @@ def median_ms(step: Callable[[], object], runs: int, warmup: int) -> float:
     return statistics.median(times)
 
 
+def failure(err: Exception) -> dict:
+    """What a result records of a mode that failed: the error's type and first line."""
+    return {"error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"}
+
+
 def single_stream_graph(model: nn.Module, x: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
     """The plain model captured into one CUDA graph on one stream, with a static input buffer."""
     static_x = x.clone()
@@ -113,7 +118,7 @@ def bench_inference(name: str, args: argparse.Namespace) -> dict:
                 info |= {"median_ms": median_ms(lambda run=run: run(x), args.runs, args.warmup),
                          "max_abs_err": error, "ok": error <= 1e-2 * max(1.0, reference.abs().max().item())}
             except Exception as err:  # a benchmark reports a failing mode and goes on with the others
-                info = {"error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"}
+                info = failure(err)
             results[mode] = info
             torch.cuda.synchronize()
     return results
@@ -153,7 +158,7 @@ def bench_training(args: argparse.Namespace) -> dict:
 
             info["median_ms"] = median_ms(step, max(args.runs // 4, 10), max(args.warmup // 4, 3))
         except Exception as err:  # a benchmark reports a failing mode and goes on with the others
-            info = {"error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"}
+            info = failure(err)
         results[mode] = info
     return {"model": "mobilenetv2", "batch": args.batch, "modes": results}
 

@@ -20,17 +20,13 @@ import collections
 import sys
 
 import torch
-from nimble import median_ms, single_stream_graph, write
+from nimble import failure, median_ms, single_stream_graph, write
 from torch.profiler import ProfilerActivity, profile
 
 from tunewise import zoo
 from tunewise.runtime import AotEngine, StreamedModule, aot
 
 MODELS = ["mobilenetv2", "resnet18"]
-
-
-def plain_graph(model: torch.nn.Module, x: torch.Tensor):
-    return single_stream_graph(model, x)
 
 
 def tunewise_engine(model: torch.nn.Module, x: torch.Tensor) -> AotEngine:
@@ -71,7 +67,7 @@ def kernels_per_replay(run, x: torch.Tensor, replays: int) -> dict[str, dict]:
 def profile_model(name: str, args: argparse.Namespace) -> dict:
     model, (x,) = zoo.get(name)
     model, x = model.cuda().eval(), x.cuda()
-    runners = {"cudagraph": plain_graph, "tunewise": tunewise_engine, "exported": exported_engine,
+    runners = {"cudagraph": single_stream_graph, "tunewise": tunewise_engine, "exported": exported_engine,
                "keep-all": keep_all_engine}
     results = {}
     with torch.no_grad():
@@ -88,7 +84,7 @@ def profile_model(name: str, args: argparse.Namespace) -> dict:
                     "top_kernels": dict(list(kernels.items())[:args.top]),
                 }
             except Exception as err:  # a benchmark reports a failing graph and goes on with the others
-                results[mode] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"}
+                results[mode] = failure(err)
     return results
 
 

@@ -86,7 +86,7 @@ class StreamedModule(nn.Module):
             if node.op == "call_function" and not is_operator(node):
                 self._results[producer(node).name].append(node)
         self._kernels = {name: FIRST_RESULT_KERNELS.get(node.target, node.target)
-                         if all(item.args[1] == 0 for item in self._results.get(name, ())) else node.target
+                         if all(item.args[1] == 0 for item in self._results[name]) else node.target
                          for name, node in self._nodes.items() if is_operator(node)}
         self._foreign = _foreign_inputs(program.graph, self.plan.stream_of())
         self._dropped = _dropped_after(program.graph, self.plan.order)
