@@ -402,7 +402,7 @@ class Session:
             return
         signatures = [self._signature(k) for k in range(len(self.model.tasks))]
         self.selection = sharing.select_tasks(self.model.tasks, signatures)
-        self.ledger.set_members(sharing.Members(self.selection.source))
+        self.ledger.set_members(sharing.Members(self.selection.source, sharing.flop_shares(self.model.tasks)))
 
     def _signature(self, k: int) -> sharing.Signature:
         if k not in self._signatures:

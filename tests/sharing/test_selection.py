@@ -28,25 +28,40 @@ def test_latency_shares_fall_back_to_flops_while_a_default_latency_is_unknown():
     assert sharing.latency_shares([tasks[0], Task("b", "2", 1, 40.0, math.inf)]) == [20.0, 40.0]
 
 
-def _view(k, best=(), default=1.0, finished=False):
-    return TaskView(k, f"t{k}", 1, 1e6, default, tuple(best), tuple(range(1, len(best) + 1)), len(best), 0, finished)
+def _view(k, best=(), default=1.0, flops=1e6, finished=False):
+    return TaskView(k, f"t{k}", 1, flops, default, tuple(best), tuple(range(1, len(best) + 1)), len(best), 0,
+                    finished)
 
 
 def test_a_member_is_due_when_its_representative_improves_and_falls_back_when_transfers_do_not_pay():
-    members = sharing.Members([None, 0, 0, 0])
+    members = sharing.Members([None, 0, 0, 0], [0.4, 0.2, 0.2, 0.2])
     assert members.due([_view(0), _view(1), _view(2), _view(3)]) is None  # nothing to give yet
-    rep = _view(0, [0.2])  # a 5x speed-up
+    rep = _view(0, [0.2])  # 5 MFLOP/s
     assert members.due([rep, _view(1), _view(2), _view(3)]) == 1
-    members.told(_view(1, [0.35]), rep, [0.35])  # 2.9x: at least half the representative's 5x, kept
-    assert members.source(1) == 0 and members.due([rep, _view(1, [0.35]), _view(2), _view(3)]) == 2
+    members.told(_view(1, [0.24]), rep, [0.24])  # 4.2 MFLOP/s: above 0.8 of the representative's 5, kept
+    assert members.source(1) == 0 and members.due([rep, _view(1, [0.24]), _view(2), _view(3)]) == 2
     members.told(_view(2, [2.0]), rep, [2.0])  # slower than its default latency
-    members.told(_view(3, [0.6]), rep, [0.6])  # 1.7x: short of half the group's 5x
+    members.told(_view(3, [0.26]), rep, [0.26])  # 3.8 MFLOP/s: short of 0.8 of the group's 5
     assert members.fallen == {2, 3} and members.source(2) is None
-    assert members.due([rep, _view(1, [0.35]), _view(2, [2.0]), _view(3, [0.6])]) is None
+    assert members.due([rep, _view(1, [0.24]), _view(2, [2.0]), _view(3, [0.26])]) is None
     better = _view(0, [0.2, 0.1])
-    assert members.due([better, _view(1, [0.35]), _view(2), _view(3)]) == 1  # the representative improved
-    members.told(_view(1, [0.35]), better, [math.inf])  # every transferred schedule failed
+    assert members.due([better, _view(1, [0.24]), _view(2), _view(3)]) == 1  # the representative improved
+    members.told(_view(1, [0.24]), better, [math.inf])  # every transferred schedule failed
     assert members.fallen == {1, 2, 3}
+
+
+def test_the_shortfall_compares_throughputs_and_spares_members_too_small_to_repay_a_search():
+    # a representative of 8 MFLOP at 8 ms (1 GFLOP/s); members of other sizes at 0.5 GFLOP/s but 10-100x
+    # faster than their default latencies, as fast as the representative is over its own
+    members = sharing.Members([None, 0, 0, 0], sharing.flop_shares(
+        [Task(f"t{k}", str(k), 1, flops, 1.0) for k, flops in enumerate([8e6, 2e6, 5e4, 0.0])]))
+    rep = _view(0, [8e-3], flops=8e6)
+    members.told(_view(1, [4e-3], flops=2e6), rep, [4e-3])  # a fifth of the model's FLOPs: searched
+    members.told(_view(2, [1e-4], flops=5e4), rep, [1e-4])  # 0.5 % of the model's FLOPs: held
+    members.told(_view(3, [1e-5], flops=0.0), rep, [1e-5])  # no FLOPs, no throughput to compare: held
+    assert members.fallen == {1} and members.source(2) == members.source(3) == 0
+    assert sharing.flop_shares([Task("a", "1", 3, 1e6, 1.0), Task("b", "2", 1, 1e6, 1.0)]) == [0.75, 0.25]
+    assert sharing.flop_shares([Task("a", "1", 1, 0.0, 1.0)]) == [0.0]
 
 
 class _Order:
@@ -67,7 +82,7 @@ def _tasks(n):
 def test_the_ledger_hands_held_members_transfer_slots_and_searches_them_only_after_a_fall_back():
     scheduler = _Order()
     ledger = Ledger(_tasks(3), scheduler, Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0,
-                    members=sharing.Members([None, 0, 0], top=2))
+                    members=sharing.Members([None, 0, 0], [1 / 3] * 3, top=2))
     assert [t.index for t in ledger.snapshot().live] == [0] and ledger.snapshot().tasks[1].source == 0
     first = ledger.ask()
     assert (first.task, first.n, first.source) == (0, 4, None)
@@ -85,7 +100,7 @@ def test_the_ledger_hands_held_members_transfer_slots_and_searches_them_only_aft
 
 def test_a_resumed_ledger_takes_held_members_slots_as_transfers_without_asking_the_scheduler():
     first = Ledger(_tasks(2), _Order(), Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0,
-                   members=sharing.Members([None, 0]))
+                   members=sharing.Members([None, 0], [0.5, 0.5]))
     told = []
     for _ in range(4):
         slot = first.ask()
@@ -94,7 +109,7 @@ def test_a_resumed_ledger_takes_held_members_slots_as_transfers_without_asking_t
         told.append((slot, latencies))
     scheduler = _Order()
     resumed = Ledger(_tasks(2), scheduler, Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0)
-    resumed.set_members(sharing.Members([None, 0]))
+    resumed.set_members(sharing.Members([None, 0], [0.5, 0.5]))
     for slot, latencies in told:
         again = resumed.recorded(slot.index, slot.task, len(latencies))
         assert again.source == slot.source
@@ -102,4 +117,4 @@ def test_a_resumed_ledger_takes_held_members_slots_as_transfers_without_asking_t
     assert resumed.snapshot().tasks == first.snapshot().tasks and scheduler.asked == sum(
         s.source is None for s, _ in told)
     with pytest.raises(RuntimeError, match="before any slot"):
-        resumed.set_members(sharing.Members([None, 0]))
+        resumed.set_members(sharing.Members([None, 0], [0.5, 0.5]))

@@ -11,8 +11,10 @@ After each such slot the member falls back, for good, to a search under the sche
 - the slot measured nothing (no record transferred, or those transferred had all been measured already), or
   every transferred schedule failed;
 - its best is no faster than its untuned (default) latency;
-- it falls short of what its group predicts: its speed-up over its default latency is less than
-  ``shortfall`` (0.5) times its representative's.
+- it falls short of what its group predicts, and that matters to the model: its throughput (FLOPs a second
+  of its best) is below ``shortfall`` (0.8) times its representative's, which has the same kind of main
+  computation and design space, and its share of the model's FLOPs is at least ``minor`` (1 %). A member
+  without FLOPs (a layout transform), or too small to repay a search, stays held.
 
 Everything here follows from the slots told, in order, so a resumed run, told the slots the store holds,
 comes back to the same state.
@@ -25,20 +27,29 @@ from collections.abc import Sequence
 
 from tunewise.state import TaskView
 
-SHORTFALL = 0.5
-"""A member falls back when its speed-up is below this fraction of its representative's."""
+SHORTFALL = 0.8
+"""A member falls back when its throughput is below this fraction of its representative's."""
+
+MINOR = 0.01
+"""A member whose share of the model's FLOPs is below this stays held whatever its throughput."""
 
 
 class Members:
     """Held members and their transfers (see the module docstring). ``sources[k]`` is the representative task
-    ``k`` takes schedules from (``None``: ``k`` is searched); ``top`` is how many records a transfer gives."""
+    ``k`` takes schedules from (``None``: ``k`` is searched), ``shares[k]`` task ``k``'s share of the model's
+    FLOPs (:func:`~tunewise.sharing.flop_shares`); ``top`` is how many records a transfer gives."""
 
-    def __init__(self, sources: Sequence[int | None], *, top: int = 1, shortfall: float = SHORTFALL):
+    def __init__(self, sources: Sequence[int | None], shares: Sequence[float], *, top: int = 1,
+                 shortfall: float = SHORTFALL, minor: float = MINOR):
         if top <= 0:
             raise ValueError(f"a transfer gives at least one record, not {top}")
+        if len(shares) != len(sources):
+            raise ValueError(f"{len(shares)} FLOP shares for {len(sources)} tasks")
         self.sources = tuple(sources)
+        self.shares = tuple(shares)
         self.top = top
         self.shortfall = shortfall
+        self.minor = minor
         self._given = [math.inf] * len(self.sources)  # the representative's best at the member's last transfer
         self.fallen: set[int] = set()
 
@@ -62,11 +73,9 @@ class Members:
         if not any(math.isfinite(x) for x in latencies):
             self.fallen.add(member.index)
             return
-        best, default = member.best, member.default_latency
-        if best >= default:
+        if member.best >= member.default_latency:
             self.fallen.add(member.index)
             return
-        r_best, r_default = representative.best, representative.default_latency
-        if math.isfinite(default) and math.isfinite(r_default) and r_best > 0:
-            if default / best < self.shortfall * (r_default / r_best):
-                self.fallen.add(member.index)
+        if (self.shares[member.index] >= self.minor and member.flops > 0 and representative.gflops > 0
+                and member.gflops < self.shortfall * representative.gflops):
+            self.fallen.add(member.index)

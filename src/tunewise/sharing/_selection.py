@@ -90,6 +90,13 @@ def latency_shares(tasks) -> list[float]:
     return [t.weight * t.flops for t in tasks]
 
 
+def flop_shares(tasks) -> list[float]:
+    """Each task's share of the model's FLOPs (weight x FLOPs over their sum; zeros when the model has none), as
+    :class:`~tunewise.sharing.Members` tells the members worth a search of their own."""
+    total = sum(t.weight * t.flops for t in tasks)
+    return [t.weight * t.flops / total if total > 0 else 0.0 for t in tasks]
+
+
 def select_tasks(tasks, signatures: Sequence[Signature], *, threshold: float = THRESHOLD) -> Selection:
     """:func:`select` over ``tasks`` (with ``weight``, ``flops`` and ``default_latency``: :class:`tunewise.tasks.Task`)
     whose design spaces have ``signatures`` (:func:`~tunewise.sharing.task_signature`), weighed by
