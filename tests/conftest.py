@@ -121,13 +121,34 @@ def tune_process(tmp_path):
         process.kill()
 
 
-@pytest.fixture
-def postgres_url():
-    """The URL of the PostgreSQL server ``TUNEWISE_TEST_POSTGRES_URL`` names (``scripts/test`` starts one), with
-    an empty schema; the test is skipped without one."""
+@pytest.fixture(scope="session")
+def _postgres_database():
+    """The URL of a database of its own for this test process on the PostgreSQL server
+    ``TUNEWISE_TEST_POSTGRES_URL`` names (``scripts/test`` starts one): that database itself, or, under
+    pytest-xdist, one per worker created beside it; ``None`` without a server."""
     import sqlalchemy
 
     url = os.environ.get("TUNEWISE_TEST_POSTGRES_URL")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not url or not worker:
+        return url
+    base = sqlalchemy.make_url(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    name = f"{base.database}_{worker}"
+    engine = sqlalchemy.create_engine(base, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        if conn.exec_driver_sql("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).first() is None:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    engine.dispose()
+    return base.set(database=name).render_as_string(hide_password=False)
+
+
+@pytest.fixture
+def postgres_url(_postgres_database):
+    """The URL of this test process's PostgreSQL database (see ``_postgres_database``), with an empty schema;
+    the test is skipped without a server."""
+    import sqlalchemy
+
+    url = _postgres_database
     if not url:
         pytest.skip("TUNEWISE_TEST_POSTGRES_URL is not set (scripts/test starts a PostgreSQL server and sets it)")
     engine = sqlalchemy.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
