@@ -11,6 +11,9 @@ searched task gets up to ``--per-task`` trials and finishes after ``--patience``
 
 - ``time_share``: ``selective``'s tuning time over ``off``'s;
 - ``performance_share``: ``off``'s compiled latency over ``selective``'s (1.0: as fast as tuning every task);
+  with ``--keep``, from ``side_by_side``: once a model's runs are all made, each is compiled again from its
+  kept store and all are timed together in alternating rounds in one fresh process, so that the comparison
+  does not ride on the machine's state when each run ended; else from each run's own final latency;
 
 their means over the models (``average``), and the same two figures for ``same-anchor``.
 
@@ -58,24 +61,50 @@ def tune(name: str, store: str, output: str, **options) -> dict:
             "provenance": provenance.stamp()}
 
 
+def side_by_side(name: str, stores_by_run: dict) -> dict:
+    """The compiled latencies (ms) of a model's runs, each rebuilt from its store ``stores_by_run[(mode, seed)]``
+    (a SQLite path), checked against the model's reference outputs, and timed together in alternating rounds in
+    one fresh process (:func:`tunewise.timing.time_models`)."""
+    from tunewise import compile as compiler
+    from tunewise import frontend, stores, tasks, timing
+
+    model = tasks.extract(frontend.load(name), targets.resolve(None))
+    compiled = []
+    for path in stores_by_run.values():
+        store = stores.create(f"sqlite:///{path}")
+        [run] = store.get_runs()
+        tuned = model.with_default_latencies(t.default_latency for t in store.get_tasks(run.id))
+        compiled.append(compiler.CompiledModel(compiler.build(tuned, stores.StoreDatabase(store, target=tuned.target)),
+                                               tuned.target))
+        compiler.verify(compiled[-1], model.inputs, model.reference_outputs)
+    latencies, rounds = timing.time_models(compiled, model.inputs)
+    timed = {}
+    for (mode, seed), latency in zip(stores_by_run, latencies, strict=True):
+        timed.setdefault(mode, {})[seed] = latency * 1e3
+    return {"latency_ms": timed, "rounds": rounds, "provenance": provenance.stamp()}
+
+
 def within(checks: list, goal_ms: float) -> float | None:
     """The tuning time of the first check at or under ``goal_ms``, or ``None``."""
     return next((elapsed for elapsed, latency in checks if latency <= goal_ms), None)
 
 
-def shares(by_mode: dict) -> dict:
+def shares(by_mode: dict, timed: dict | None = None) -> dict:
     """``selective``'s time and performance shares (medians over the seeds every mode ran), and under
-    ``same_anchor`` that mode's."""
+    ``same_anchor`` that mode's. The performance compares the runs' latencies timed side by side (``timed``:
+    :func:`side_by_side`'s ``latency_ms``) when given, else each run's own final latency."""
     seeds = sorted(set.intersection(*(set(runs) for runs in by_mode.values()))) if len(by_mode) == len(MODES) else []
     if not seeds:
         return {}
     off = by_mode["off"]
 
+    def latency(mode: str, seed: int) -> float:
+        return timed[mode][seed] if timed else by_mode[mode][seed]["final_latency_ms"]
+
     def share(mode: str) -> dict:
         runs = by_mode[mode]
         return {"time_share": statistics.median(runs[s]["tuning_s"] / off[s]["tuning_s"] for s in seeds),
-                "performance_share": statistics.median(off[s]["final_latency_ms"] / runs[s]["final_latency_ms"]
-                                                       for s in seeds),
+                "performance_share": statistics.median(latency("off", s) / latency(mode, s) for s in seeds),
                 "seeds": seeds}
 
     return share("selective") | {"same_anchor": share("same-anchor")}
@@ -129,11 +158,17 @@ def main() -> None:
                 complete = all(set(seeds) <= set(runs.get(arm, {})) for arm in arms)
                 if entry["target"] == target or complete:  # a model's runs compare only on one machine
                     results[part][name] = {"target": entry["target"], "cpu": entry["cpu"], "runs": runs}
+                    if "side_by_side" in entry:
+                        timed = entry["side_by_side"]
+                        results[part][name]["side_by_side"] = {**timed, "latency_ms": {
+                            mode: {int(s): ms for s, ms in by_seed.items()}
+                            for mode, by_seed in timed["latency_ms"].items()}}
                 else:
                     print(f"{name}: its {part} runs were made on {entry['target']}: made again here", flush=True)
 
     def save() -> None:
-        modes = {name: {**entry, **shares(entry["runs"])} for name, entry in results["modes"].items()}
+        modes = {name: {**entry, **shares(entry["runs"], entry.get("side_by_side", {}).get("latency_ms"))}
+                 for name, entry in results["modes"].items()}
         done = [entry for entry in modes.values() if "time_share" in entry]
         out = {**header, "modes": modes,
                "average": {key: statistics.mean(entry[key] for entry in done)
@@ -172,6 +207,16 @@ def main() -> None:
                                       share=mode, warm_start=False, seed=seed)
                     print(name, mode, seed, {k: v for k, v in runs[seed].items() if k != "provenance"}, flush=True)
                     save()
+            entry = results["modes"][name]
+            kept = {(mode, seed): os.path.join(args.keep, f"{name}-{mode}-{seed}.db") for mode in MODES
+                    for seed in seeds} if args.keep else {}
+            made = sorted([mode, seed, run["provenance"]["date"]] for mode in MODES  # the runs timed, by date
+                          for seed, run in entry["runs"].get(mode, {}).items() if seed in seeds)
+            if (kept and all(os.path.exists(path) for path in kept.values())
+                    and entry.get("side_by_side", {}).get("runs") != made):
+                entry["side_by_side"] = {**side_by_side(name, kept), "runs": made}
+                print(name, "side by side", entry["side_by_side"]["latency_ms"], flush=True)
+                save()
         machine = hashlib.sha256(target.encode()).hexdigest()[:12]  # a store tuned on this CPU target
         source = os.path.join(args.work, f"{args.warm_from}-{args.warm_minutes:g}min-{machine}.db")
         timed = {"budget": Budget(time_budget=60 * args.warm_minutes), "check_every": args.check_every}

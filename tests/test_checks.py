@@ -34,6 +34,7 @@ def test_by_epoch_a_check_is_due_after_one_slot_per_live_task():
     assert [check.due(slot(n, 1)) for n in range(8, 12)] == [False, False, True, True]
 
 
+@pytest.mark.timing
 @pytest.mark.tvm
 def test_a_run_with_a_goal_stops_on_the_measured_latency_and_stores_it(tiny_mlp, measurer):
     from tunewise import energy, schedulers, session, stoppers, stores

@@ -135,6 +135,7 @@ def test_a_run_without_a_run_wide_limit_is_refused(tiny_mlp, measurer):
         session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(patience=4), measurer, store, run)
 
 
+@pytest.mark.timing
 def test_the_first_trial_is_measured_soon_after_tuning_starts(tiny_mlp, measurer):
     # the cost model has learnt nothing yet: the first slot samples the design space at random, where the
     # evolutionary search would spend seconds ranking its population by the untrained model

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.tvm
+pytestmark = [pytest.mark.tvm, pytest.mark.timing]
 
 LAUNCH = r"""
 import json, sys, time

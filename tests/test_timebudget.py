@@ -78,6 +78,7 @@ def test_compile_estimate():
     assert compile_estimate(3.0, 6.0, 0.01, references=False) == pytest.approx(9.0 + 0.02 + slow)
 
 
+@pytest.mark.timing
 @pytest.mark.tvm
 def test_compile_estimate_covers_what_follows_tuning(tmp_path, tiny_mlp):
     """The steps after tuning, as ``tune`` runs them on tiny-mlp, take no longer than estimated."""
@@ -95,6 +96,7 @@ def test_compile_estimate_covers_what_follows_tuning(tmp_path, tiny_mlp):
     assert took <= compile_estimate(build_seconds, untuned_latency, tuned_latency)
 
 
+@pytest.mark.timing
 @pytest.mark.tvm
 def test_a_time_budget_covers_the_whole_tune_command(tmp_path):
     budget, url = 40, f"sqlite:///{tmp_path}/tunewise.db"
