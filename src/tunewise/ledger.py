@@ -27,12 +27,10 @@ The rules:
   nothing (its search space is exhausted), or after which the scheduler says the task is retired
   (:meth:`~tunewise.schedulers.TaskScheduler.retired`: the survey scheduler's batches without improvement).
 - Under selective tuning (:class:`~tunewise.sharing.Members`), a group member is held: not live for the
-  scheduler, it is given the best schedules of its source (its representative, or the most similar member
-  that fell back and improved on its own) instead. Before the scheduler is asked, a held
+  scheduler, it is given its representative's best schedules instead. Before the scheduler is asked, a held
   member due a transfer gets a *transfer slot* (:attr:`Slot.source` set, ``top`` trials at most, no scheduler
   decision); after it, the member may fall back to being searched. A transfer slot that measured nothing makes
-  the member fall back instead of finishing it. Every other slot is told to the members too
-  (:meth:`~tunewise.sharing.Members.searched`). A resumed run tells its stored slots in order, and a slot of a
+  the member fall back instead of finishing it. A resumed run tells its stored slots in order, and a slot of a
   task that was held at that point is a transfer slot, so the scheduler sees the same decisions again.
 - Whole-model latencies the driver measures (:meth:`Ledger.tell_model_latency`) are kept in the snapshot, for
   the stop rules.
@@ -279,8 +277,6 @@ class Ledger:
             progress.finished = True
         if slot.source is not None:
             self.members.told(self._view(slot.task), self._view(slot.source), latencies)
-        elif self.members is not None:
-            self.members.searched(self._view(slot.task))
         self.history.append((self.clock(), self.snapshot().estimated_latency()))
 
     def set_default_latencies(self, latencies: Sequence[float]) -> None:

@@ -20,8 +20,7 @@ before a task's slot is searched, the best records of its group-mates that beat 
 to it, and such a slot measures only those. Under ``"selective"``, the default latencies are measured first,
 the tasks are grouped by the similarity of their design spaces (:func:`tunewise.sharing.select_tasks`) and
 the ledger holds every group member that is not its representative (:class:`tunewise.sharing.Members`): a
-member's slots are transfer slots, which measure its source's best records (its representative's, or a
-searched member's of its group more similar to it) fitted to its shape
+member's slots are transfer slots, which measure its representative's best records fitted to its shape
 (:func:`tunewise.sharing.transfer_across`), until it falls back to a search of its own. With ``warm_start``,
 a task's first slot measures the best records of the most similar workloads that other runs stored
 (:func:`tunewise.sharing.warm_sources`) when there are any. Transferred schedules are real trials of the task,
@@ -403,7 +402,7 @@ class Session:
             return
         signatures = [self._signature(k) for k in range(len(self.model.tasks))]
         self.selection = sharing.select_tasks(self.model.tasks, signatures)
-        self.ledger.set_members(sharing.Members(self.selection, sharing.flop_shares(self.model.tasks)))
+        self.ledger.set_members(sharing.Members(self.selection.source, sharing.flop_shares(self.model.tasks)))
 
     def _signature(self, k: int) -> sharing.Signature:
         if k not in self._signatures:
@@ -489,7 +488,7 @@ class Session:
         on_phase("search")
         slot_start, slot_joules = time.perf_counter(), readings["search"]
         max_trials = self.budget.per_task_trials or self.budget.max_trials or 1_000_000
-        if slot.source is not None:  # a held member's transfer slot: its source's records, or nothing
+        if slot.source is not None:  # a held member's transfer slot: its representative's records, or nothing
             shared = search.adopt(self._member_transfers(k, slot.source, n), self.database, self.cost_model,
                                   max_trials)
             proposed = shared
@@ -596,7 +595,7 @@ class Session:
 
 
     def _member_transfers(self, k: int, source: int, n: int) -> list:
-        """Up to ``n`` schedules of held member ``k`` made from the best records of its source task ``source``
+        """Up to ``n`` schedules of held member ``k`` made from the best records of its representative ``source``
         (fitted to its shape), none of them measured in the run: the next records are tried in place of those
         that do not transfer or were measured already, up to ``n + 4`` records."""
         from tunewise.stores._database import module_hash

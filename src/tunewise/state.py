@@ -3,7 +3,7 @@
 A :class:`Snapshot` is an immutable value built by the session after every slot. It holds, per task, the
 static facts (weight, FLOPs, default latency) and what tuning has found so far (best latency after each
 of the task's slots, trials and failures used, whether the task is finished, and, under selective tuning,
-the task whose schedules it is given instead of being searched), plus the run-wide counters and
+the representative whose schedules it is given instead of being searched), plus the run-wide counters and
 the whole-model latencies a driver measured. :class:`Cost` is what the run has spent so far.
 Nothing in here touches TVM, so every decision made from a snapshot can be tested and replayed without it.
 

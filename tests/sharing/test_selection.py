@@ -33,15 +33,8 @@ def _view(k, best=(), default=1.0, flops=1e6, finished=False):
                     finished)
 
 
-def _held(sources, similarity=None):
-    """The :class:`~tunewise.sharing.Selection` of one group: tasks with ``source`` ``None`` are searched."""
-    n = len(sources)
-    similarity = similarity or [[1.0] * n for _ in range(n)]
-    return sharing.Selection((0,) * n, tuple(sources), tuple(tuple(row) for row in similarity))
-
-
 def test_a_member_is_due_when_its_representative_improves_and_falls_back_when_transfers_do_not_pay():
-    members = sharing.Members(_held([None, 0, 0, 0]), [0.4, 0.2, 0.2, 0.2])
+    members = sharing.Members([None, 0, 0, 0], [0.4, 0.2, 0.2, 0.2])
     assert members.due([_view(0), _view(1), _view(2), _view(3)]) is None  # nothing to give yet
     rep = _view(0, [0.2])  # 5 MFLOP/s
     assert members.due([rep, _view(1), _view(2), _view(3)]) == 1
@@ -60,7 +53,7 @@ def test_a_member_is_due_when_its_representative_improves_and_falls_back_when_tr
 def test_the_shortfall_compares_throughputs_and_spares_members_too_small_to_repay_a_search():
     # a representative of 8 MFLOP at 8 ms (1 GFLOP/s); members of other sizes at 0.5 GFLOP/s but 10-100x
     # faster than their default latencies, as fast as the representative is over its own
-    members = sharing.Members(_held([None, 0, 0, 0]), sharing.flop_shares(
+    members = sharing.Members([None, 0, 0, 0], sharing.flop_shares(
         [Task(f"t{k}", str(k), 1, flops, 1.0) for k, flops in enumerate([8e6, 2e6, 5e4, 0.0])]))
     rep = _view(0, [8e-3], flops=8e6)
     members.told(_view(1, [4e-3], flops=2e6), rep, [4e-3])  # a fifth of the model's FLOPs: searched
@@ -69,23 +62,6 @@ def test_the_shortfall_compares_throughputs_and_spares_members_too_small_to_repa
     assert members.fallen == {1} and members.source(2) == members.source(3) == 0
     assert sharing.flop_shares([Task("a", "1", 3, 1e6, 1.0), Task("b", "2", 1, 1e6, 1.0)]) == [0.75, 0.25]
     assert sharing.flop_shares([Task("a", "1", 1, 0.0, 1.0)]) == [0.0]
-
-
-def test_a_member_follows_the_most_similar_member_that_fell_back_once_its_search_improves_on_it():
-    # 1 and 2 are alike (1.0), both far from their representative 0 (0.3)
-    members = sharing.Members(_held([None, 0, 0], [[1, .3, .3], [.3, 1, 1], [.3, 1, 1]]), [1 / 3] * 3)
-    rep = _view(0, [0.4])  # 2.5 MFLOP/s
-    members.told(_view(1, [0.9]), rep, [0.9])  # 1.1 MFLOP/s: falls back
-    assert members.source(1) is None and members.source(2) == 0  # 1 has not been searched yet
-    members.searched(_view(1, [0.9, 0.9]))  # a search that found nothing better
-    assert members.source(2) == 0
-    members.told(_view(2, [0.45]), rep, [0.45])
-    assert members.due([rep, _view(1, [0.9, 0.9]), _view(2, [0.45])]) is None
-    searched = _view(1, [0.9, 0.9, 0.3])
-    members.searched(searched)  # its own search beat the transfer it fell back with
-    assert members.source(2) == 1 and members.due([rep, searched, _view(2, [0.45])]) == 2  # a new source
-    members.told(_view(2, [0.45, 0.31]), searched, [0.31])  # 3.2 against its source's 3.3 MFLOP/s: held
-    assert members.due([rep, searched, _view(2, [0.45, 0.31])]) is None and members.fallen == {1}
 
 
 class _Order:
@@ -106,7 +82,7 @@ def _tasks(n):
 def test_the_ledger_hands_held_members_transfer_slots_and_searches_them_only_after_a_fall_back():
     scheduler = _Order()
     ledger = Ledger(_tasks(3), scheduler, Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0,
-                    members=sharing.Members(_held([None, 0, 0]), [1 / 3] * 3, top=2))
+                    members=sharing.Members([None, 0, 0], [1 / 3] * 3, top=2))
     assert [t.index for t in ledger.snapshot().live] == [0] and ledger.snapshot().tasks[1].source == 0
     first = ledger.ask()
     assert (first.task, first.n, first.source) == (0, 4, None)
@@ -124,7 +100,7 @@ def test_the_ledger_hands_held_members_transfer_slots_and_searches_them_only_aft
 
 def test_a_resumed_ledger_takes_held_members_slots_as_transfers_without_asking_the_scheduler():
     first = Ledger(_tasks(2), _Order(), Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0,
-                   members=sharing.Members(_held([None, 0]), [0.5, 0.5]))
+                   members=sharing.Members([None, 0], [0.5, 0.5]))
     told = []
     for _ in range(4):
         slot = first.ask()
@@ -133,7 +109,7 @@ def test_a_resumed_ledger_takes_held_members_slots_as_transfers_without_asking_t
         told.append((slot, latencies))
     scheduler = _Order()
     resumed = Ledger(_tasks(2), scheduler, Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0)
-    resumed.set_members(sharing.Members(_held([None, 0]), [0.5, 0.5]))
+    resumed.set_members(sharing.Members([None, 0], [0.5, 0.5]))
     for slot, latencies in told:
         again = resumed.recorded(slot.index, slot.task, len(latencies))
         assert again.source == slot.source
@@ -141,28 +117,4 @@ def test_a_resumed_ledger_takes_held_members_slots_as_transfers_without_asking_t
     assert resumed.snapshot().tasks == first.snapshot().tasks and scheduler.asked == sum(
         s.source is None for s, _ in told)
     with pytest.raises(RuntimeError, match="before any slot"):
-        resumed.set_members(sharing.Members(_held([None, 0]), [0.5, 0.5]))
-
-
-def test_a_transfer_slot_takes_the_members_new_source_and_a_resumed_ledger_takes_it_again():
-    def members():
-        return sharing.Members(_held([None, 0, 0], [[1, .3, .3], [.3, 1, 1], [.3, 1, 1]]), [1 / 3] * 3)
-
-    measured = {(0, None): [0.5, 0.4, 0.6, 0.5], (1, 0): [0.9], (2, 0): [0.45], (1, None): [0.3, 0.35, 0.32],
-                (2, 1): [0.31]}
-    budget = Budget(max_trials=100, per_task_trials=4)  # the representative is finished by its first slot
-    first = Ledger(_tasks(3), _Order(), budget, trials_per_slot=4, clock=lambda: 0.0, members=members())
-    told = []
-    while (slot := first.ask()) is not None:
-        latencies = measured[slot.task, slot.source]
-        first.tell(slot, latencies)
-        told.append((slot, latencies))
-    # member 1 fell back and was searched; member 2 then took its schedules, not the representative's
-    assert [(s.task, s.source) for s, _ in told] == [(0, None), (1, 0), (2, 0), (1, None), (2, 1)]
-    resumed = Ledger(_tasks(3), _Order(), budget, trials_per_slot=4, clock=lambda: 0.0)
-    resumed.set_members(members())
-    for slot, latencies in told:
-        again = resumed.recorded(slot.index, slot.task, len(latencies))
-        assert again.source == slot.source
-        resumed.tell(again, latencies)
-    assert resumed.snapshot().tasks == first.snapshot().tasks and resumed.ask() is None
+        resumed.set_members(sharing.Members([None, 0], [0.5, 0.5]))

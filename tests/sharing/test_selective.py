@@ -130,9 +130,7 @@ def test_a_member_whose_transfer_does_not_apply_falls_back_to_its_own_search(pai
     member = next(k for k, t in enumerate(pair.tasks) if "conv2d" not in t.name)  # a transpose
     sources = [None] * len(pair.tasks)
     sources[member] = _convolutions(pair)[0]  # a convolution's trace names blocks the transpose does not have
-    n = len(pair.tasks)
-    held = sharing.Selection((0,) * n, tuple(sources), ((1.0,) * n,) * n)
-    loop.ledger.set_members(sharing.Members(held, sharing.flop_shares(pair.tasks)))
+    loop.ledger.set_members(sharing.Members(sources, sharing.flop_shares(pair.tasks)))
     assert member not in [t.index for t in loop.snapshot().live]
     final = loop.run()
     checkpoints = [c for c in store.get_checkpoints(run) if c.task == member]

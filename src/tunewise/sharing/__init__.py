@@ -5,8 +5,8 @@
   their best schedules before they are searched (:mod:`tunewise.sharing._anchor`); every task is searched.
 - ``"selective"``: the TVM RFC "Selective tuning". Tasks are grouped by the similarity of their design spaces,
   whatever their shapes (:func:`similarity`, :func:`select_tasks`); only each group's representative is searched, and
-  the other members are given its best schedules fitted to their own shapes (:func:`transfer_across`), or a
-  more similar searched member's, falling back to a search of their own when that does not pay (:class:`Members`).
+  the other members are given its best schedules fitted to their own shapes (:func:`transfer_across`),
+  falling back to a search of their own when that does not pay (:class:`Members`).
 
 Independently of the mode, a task's first slot can start from the best records of the most similar workloads
 other runs tuned in the same store (:func:`warm_sources`).

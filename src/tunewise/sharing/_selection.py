@@ -25,12 +25,10 @@ THRESHOLD = 0.01
 @dataclass(frozen=True)
 class Selection:
     """``group[k]`` is task ``k``'s group number (groups numbered by their lowest task), ``source[k]`` the
-    representative of task ``k``'s group (``None`` for a representative, a task tuned itself), and
-    ``similarity[i][j]`` the similarity of tasks ``i`` and ``j`` the groups were made from."""
+    representative task ``k`` takes its schedules from (``None`` for a representative, a task tuned itself)."""
 
     group: tuple[int, ...]
     source: tuple[int | None, ...]
-    similarity: tuple[tuple[float, ...], ...]
 
     def representative(self, k: int) -> int:
         """The representative of task ``k``'s group (``k`` itself when it is one)."""
@@ -63,7 +61,7 @@ def select(matrix: Sequence[Sequence[float]], shares: Sequence[float], *,
         representative = max(members, key=score)
         for i in members:
             source[i] = None if i == representative else representative
-    return Selection(tuple(group), tuple(source), tuple(tuple(row) for row in matrix))
+    return Selection(tuple(group), tuple(source))
 
 
 def _maximal_cliques(neighbours: Sequence[set[int]]) -> list[tuple[int, ...]]:
