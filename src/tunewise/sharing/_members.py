@@ -70,12 +70,7 @@ class Members:
         """A transfer slot of ``member`` measured ``latencies`` (``member`` as it is after the slot,
         ``representative`` as it was given)."""
         self._given[member.index] = representative.best
-        if not any(math.isfinite(x) for x in latencies):
-            self.fallen.add(member.index)
-            return
-        if member.best >= member.default_latency:
-            self.fallen.add(member.index)
-            return
-        if (self.shares[member.index] >= self.minor and member.flops > 0 and representative.gflops > 0
-                and member.gflops < self.shortfall * representative.gflops):
+        short = (self.shares[member.index] >= self.minor and member.flops > 0 and representative.gflops > 0
+                 and member.gflops < self.shortfall * representative.gflops)
+        if not any(math.isfinite(x) for x in latencies) or member.best >= member.default_latency or short:
             self.fallen.add(member.index)
