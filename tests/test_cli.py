@@ -176,8 +176,8 @@ def _tunewise(*args, cwd=None, timeout=300):
 @pytest.mark.tvm
 def test_store_password_is_never_printed(password_postgres, tmp_path):
     url, password = password_postgres
-    tuned = _tunewise("tune", "tiny-mlp", "--trials", "4", "--trials-per-slot", "2", "--store", url,
-                      "-o", str(tmp_path / "out"), cwd=tmp_path)
+    tuned = _tunewise("tune", "--no-references", "tiny-mlp", "--trials", "4", "--trials-per-slot", "2", "--store",
+                      url, "-o", str(tmp_path / "out"), cwd=tmp_path)
     assert tuned.returncode == 0, tuned.stderr
     assert "tuning as run 1 of postgresql+psycopg://tuner:***@127.0.0.1" in tuned.stderr
     wrong = url.replace(password, "Wr0ng-Pa55word")
@@ -255,7 +255,8 @@ def cli_run(tmp_path_factory):
     """``(store URL, artifact folder)`` of run 1: tiny-mlp tuned for 2 trials through the CLI."""
     folder = tmp_path_factory.mktemp("cli-run")
     url, out = f"sqlite:///{folder}/tunewise.db", str(folder / "artifact")
-    assert cli.main(["tune", "tiny-mlp", "--trials", "2", "--trials-per-slot", "2", "-o", out, "--store", url]) == 0
+    assert cli.main(["tune", "--no-references", "tiny-mlp", "--trials", "2", "--trials-per-slot", "2", "-o", out,
+                     "--store", url]) == 0
     return url, out
 
 
@@ -276,8 +277,13 @@ def test_resume_writes_the_artifact_to_a_new_output(capsys, tmp_path, cli_run):
     assert "cannot write the artifact folder" in _one_line_error(capsys, ["tune", "--resume", "1", "-o", "/proc/x",
                                                                           "--store", url])
     out = str(tmp_path / "again")
-    assert cli.main(["tune", "--resume", "1", "-o", out, "--store", url]) == 0
-    assert f"\nartifact         {out}\n" in capsys.readouterr().out
+    assert cli.main(["tune", "--no-references", "--resume", "1", "-o", out, "--store", url]) == 0
+    summary = capsys.readouterr().out
+    assert f"\nartifact         {out}\n" in summary
+    assert "tuned TVM" in summary and "PyTorch eager" not in summary and "onnxruntime" not in summary
+    with open(os.path.join(out, "metadata.json")) as f:
+        metadata = json.load(f)
+    assert metadata["torch_eager_latency_s"] is None and metadata["onnxruntime_latency_s"] is None
     store = stores.create(url)
     assert store.get_run(1).settings["output"] == out
     assert [a.path for a in store.get_artifacts(1)] == [first, out]

@@ -58,7 +58,7 @@ def test_a_killed_run_resumes_without_losing_or_repeating_a_trial(tmp_path, caps
     assert len(before) % PER_SLOT == 0 and len(before) < TRIALS  # whole slots only; the one in flight is lost
     assert len(store.get_checkpoints(run.id)) == len(before) // PER_SLOT
 
-    assert cli.main(["tune", "--resume", str(run.id), "--store", url]) == 0
+    assert cli.main(["tune", "--no-references", "--resume", str(run.id), "--store", url]) == 0
     assert f"resumed after {len(before)} trials" in capsys.readouterr().err
 
     after = store.get_trials(run.id)
@@ -136,7 +136,7 @@ def test_a_run_with_a_slot_stored_twice_resumes(tmp_path, capsys, tune_process):
     store.add_trials(run.id, [t for t in store.get_trials(run.id) if t.slot == last.slot], last)
     stored = store.get_trials(run.id)
 
-    assert cli.main(["tune", "--resume", str(run.id), "--store", url]) == 0
+    assert cli.main(["tune", "--no-references", "--resume", str(run.id), "--store", url]) == 0
     assert f"resumed after {len(stored)} trials" in capsys.readouterr().err
     after = store.get_trials(run.id)
     assert after[:len(stored)] == stored and len(after) == TRIALS  # every stored trial counted against the budget
@@ -177,7 +177,7 @@ def test_a_full_disk_while_tuning_is_one_line_and_the_run_resumes(tmp_path, caps
     assert len(before) >= PER_SLOT and store.get_run(run.id).state() == stores.DEAD
 
     os.remove(small_filesystem / "filler")
-    assert cli.main(["tune", "--resume", str(run.id), "--store", url]) == 0
+    assert cli.main(["tune", "--no-references", "--resume", str(run.id), "--store", url]) == 0
     capsys.readouterr()
     after = store.get_trials(run.id)
     assert after[:len(before)] == before and len(after) == TRIALS

@@ -129,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--output", "-o", help="artifact folder (default tunewise-out/MODEL; with --resume, "
                                              "replaces the run's)")
     tune.add_argument("--seed", help=f"seed of the searches and the scheduler (default {RunSettings.seed})")
+    tune.add_argument("--no-references", action="store_true",
+                      help="do not time PyTorch eager and onnxruntime beside the tuned model at the end (they are "
+                           "by default, each in a fresh process)")
     tune.add_argument("--goal", help="stop once the measured model latency reaches this: 12ms, or a multiple of a "
                       "reference timed at the start: 0.9x-ort (onnxruntime), 0.8x-eager (PyTorch eager)")
     tune.add_argument("--energy-budget", help="stop once tuning has used this much energy: 50kJ, 2000J, 10Wh")
@@ -164,6 +167,8 @@ def _parser() -> argparse.ArgumentParser:
                       f"(default: {RunSettings.scheduler})")
     many.add_argument("--seed", help=f"seed of the searches and the schedulers (default {RunSettings.seed})")
     many.add_argument("--output", "-o", help="folder of the artifacts, one per model (default tunewise-out/MODEL)")
+    many.add_argument("--no-references", action="store_true",
+                      help="do not time PyTorch eager and onnxruntime beside each tuned model at the end")
     _store_option(many)
 
     runs = sub.add_parser("runs", help="list the runs in the store")
@@ -281,14 +286,16 @@ def _cmd_tune(args) -> int:
             dropped = ", ".join(fixed) or "--input-shape"
             raise InputError(f"--resume continues a run with its own settings; drop {dropped}")
         result = workflow.resume(_whole("RUN", args.resume, minimum=1), store=args.store, budget=_limits(args),
-                                 source=args.model, progress=True, output=args.output)
+                                 source=args.model, progress=True, output=args.output,
+                                 compare_torch=not args.no_references)
     elif args.model is None:
         raise InputError("name a model to tune, or --resume RUN (see tunewise tune --help)")
     else:
         options = _tune_options(args)
         if "measure" in options:  # the one setting whose keyword in tunewise.tune() has another name
             options["measure_config"] = options.pop("measure")
-        result = workflow.tune(args.model, target=args.target, store=args.store, progress=True, **options)
+        result = workflow.tune(args.model, target=args.target, store=args.store, progress=True,
+                               compare_torch=not args.no_references, **options)
     print(f"model            {result.model} ({result.tasks} tasks), run {result.run}")
     shared = f", {result.shared} shared between tasks" if result.shared else ""
     skipped = f"; {result.skipped} proposals skipped by the filter" if result.skipped else ""
@@ -340,7 +347,8 @@ def _cmd_tune_many(args) -> int:
             for i, o in outcomes.items()) + (f"; suspended {', '.join(waiting)}" if waiting else ""), flush=True)
 
     fleet = cluster.tune_many(args.models, cluster=args.cluster, store=args.store, policy=policy,
-                              round_seconds=round_seconds, settings=settings, output=args.output, on_round=told)
+                              round_seconds=round_seconds, settings=settings, output=args.output,
+                              compare_torch=not args.no_references, on_round=told)
     print(f"{fleet.rounds} rounds, {fleet.suspensions} suspensions, {fleet.resumptions} resumptions")
     for run, result in zip(fleet.runs, fleet.results, strict=True):
         if result is not None:

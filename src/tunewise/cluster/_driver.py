@@ -34,14 +34,15 @@ class FleetResult:
 
 def tune_many(sources: Sequence[str], *, cluster: str = "local", store: str | None = None,
               policy: str | populations.PopulationPolicy = "suspension", round_seconds: float = DEFAULT_ROUND,
-              settings: RunSettings | None = None, output: str | None = None,
+              settings: RunSettings | None = None, output: str | None = None, compare_torch: bool = True,
               on_round: Callable[[int, Round, Sequence[str], dict[int, RoundOutcome]], None] | None = None
               ) -> FleetResult:
     """Tune every model of ``sources`` (zoo names, ``.onnx``/``.pt2`` paths: the same path on every node) on
     ``cluster`` (:func:`tunewise.cluster.connect`), each as its own run of ``store`` (a URL reachable from
     every node: PostgreSQL; SQLite only for the ``local`` cluster), with ``settings`` (their budget and stop
     rules apply to each model; their source is each model's), and write one artifact per model, under
-    ``output/MODEL`` (default ``tunewise-out/MODEL``; models of one name are numbered, ``MODEL-2``).
+    ``output/MODEL`` (default ``tunewise-out/MODEL``; models of one name are numbered, ``MODEL-2``), with
+    PyTorch eager and onnxruntime timed beside each unless ``compare_torch`` is false.
 
     Before every round, ``policy`` chooses as many models as the cluster has measurement slots; each tunes
     ``round_seconds`` on a node of its own (the Ray resource :data:`~tunewise.cluster.MEASURE`), the others
@@ -93,7 +94,7 @@ def tune_many(sources: Sequence[str], *, cluster: str = "local", store: str | No
             on_round(rounds, plan, names, outcomes)
     keeper.close()
     remote_finish = ray.remote(finish).options(resources={MEASURE: 1}, max_retries=3)
-    refs = [None if run is None else remote_finish.remote(run, url, s.output)
+    refs = [None if run is None else remote_finish.remote(run, url, s.output, compare_torch)
             for run, s in zip(runs, model_settings, strict=True)]
     results = tuple(None if ref is None else _get([ref])[0] for ref in refs)
     return FleetResult(tuple(runs), results, rounds, suspensions, resumptions)

@@ -66,15 +66,16 @@ def tune_round(source: str, settings: dict, store_url: str, run: int | None, sec
                         finished, ledger.stopped_by)
 
 
-def finish(run: int, store_url: str, output: str | None):
-    """Compile run ``run`` with its best records, verify and time it, and write its artifact (to ``output``, or
-    the run's own folder): :func:`tunewise.workflow.resume` with no trial left to measure."""
+def finish(run: int, store_url: str, output: str | None, compare_torch: bool = True):
+    """Compile run ``run`` with its best records, verify and time it (with the references if
+    ``compare_torch``), and write its artifact (to ``output``, or the run's own folder):
+    :func:`tunewise.workflow.resume` with no trial left to measure."""
     from tunewise import workflow
 
     with contextlib.closing(stores.create(store_url)) as store:
         trials = len(store.get_trials(run, records=False))
     return workflow.resume(run, store=store_url, budget={"max_trials": max(trials, 1)}, output=output,
-                           progress=False)
+                           compare_torch=compare_torch, progress=False)
 
 
 def _load(source: str, settings: RunSettings):
