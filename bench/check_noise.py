@@ -1,0 +1,100 @@
+"""Whole-model checks replayed on a finished run: how far a check's latency moves when the same records are
+timed again, against how far it moves as the run's records improve.
+
+A whole-model check (:mod:`tunewise.checks`) compiles the model with the run's best records so far and times it
+in one fresh process. This takes a finished run from a store, and for each cut (every ``--every`` seconds of its
+tuning time, and its end) compiles the model as a check at that moment would have: with the trials measured
+up to the cut, each task's best record applied if it beats the task's default latency, as the run measured
+those. Then it times every cut's model ``--rounds`` times, each time in a fresh process of its own as a check
+does (:func:`tunewise.timing.time_models`), cuts in turn within a round; and once more all cuts together in one
+fresh process, in alternating rounds. Per cut: the loop's estimate (the weighted sum of the best latencies),
+every fresh-process latency, and the one-process latency.
+
+    PYTHONPATH=bench .venv/bin/python bench/check_noise.py --store sqlite:///STORE.db --run 1 \\
+        --out bench/results/check-noise-resnet18.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+
+import provenance
+from tvm.s_tir import meta_schedule as ms
+
+from tunewise import compile as compiler
+from tunewise import prepare, stores, timing
+from tunewise import target as targets
+from tunewise.settings import RunSettings
+
+
+def cut_database(store, trials, upto_slot: int):
+    """A MetaSchedule database of the successful trials of slots up to ``upto_slot``."""
+    source, database = stores.StoreDatabase(store), ms.database.MemoryDatabase()
+    for trial in trials:
+        if trial.slot <= upto_slot and trial.error is None and math.isfinite(trial.latency):
+            record = source.record(trial)
+            database.commit_tuning_record(ms.database.TuningRecord(
+                record.trace, database.commit_workload(record.workload.mod), record.run_secs, record.target,
+                record.args_info))
+    return database
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--run", type=int, required=True)
+    parser.add_argument("--every", type=float, default=120.0, help="seconds of tuning time between two cuts")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+
+    store = stores.create(args.store, read_only=True)
+    spec = store.get_run(args.run)
+    settings = RunSettings.from_json(spec.settings)
+    model = prepare.load_model(spec.model, settings, target=targets.resolve(spec.target))
+    stored = store.get_tasks(args.run)
+    model = model.with_default_latencies(t.default_latency for t in stored)
+    weights = {t.workload: task.weight for t, task in zip(stored, model.tasks, strict=True)}
+    defaults = {t.workload: t.default_latency for t in stored}
+    trials, checkpoints = store.get_trials(args.run), store.get_checkpoints(args.run)
+    end = checkpoints[-1].elapsed
+    moments = [args.every * i for i in range(1, int(end // args.every) + 1)]
+    moments = [m for m in moments if m < end] + [end]
+    cuts = []
+    for moment in moments:
+        slot = max(c.slot for c in checkpoints if c.elapsed <= moment + 1e-9)
+        best = dict(defaults)
+        for t in trials:
+            if t.slot <= slot and t.error is None and t.workload in best:
+                best[t.workload] = min(best[t.workload], t.latency)
+        estimate = sum(weights[w] * latency for w, latency in best.items())
+        compiled = compiler.CompiledModel(compiler.build(model, cut_database(store, trials, slot)), model.target)
+        error = compiler.verify(compiled, model.inputs, model.reference_outputs)
+        cuts.append({"elapsed_s": moment, "slot": slot, "trials": sum(t.slot <= slot for t in trials),
+                     "estimate_ms": estimate * 1e3, "max_error": error, "fresh_ms": [], "compiled": compiled})
+        print(f"cut at {moment:.0f}s: slot {slot}, estimate {estimate * 1e3:.2f} ms", flush=True)
+    for _ in range(args.rounds):
+        for cut in cuts:
+            (latency,), _ = timing.time_models([cut["compiled"]], model.inputs)
+            cut["fresh_ms"].append(latency * 1e3)
+        print("fresh:", [f"{c['fresh_ms'][-1]:.2f}" for c in cuts], flush=True)
+    together, rounds = timing.time_models([c["compiled"] for c in cuts], model.inputs)
+    for cut, latency in zip(cuts, together, strict=True):
+        del cut["compiled"]
+        cut["one_process_ms"] = latency * 1e3
+        cut["fresh_median_ms"] = statistics.median(cut["fresh_ms"])
+        cut["fresh_spread"] = max(cut["fresh_ms"]) / min(cut["fresh_ms"])
+    result = {"store": args.store, "run": args.run, "model": spec.model, "target": spec.target,
+              "every_s": args.every, "rounds": args.rounds, "one_process_rounds": rounds, "cuts": cuts}
+    with open(args.out, "w") as f:
+        json.dump(provenance.stamped(result), f, indent=1)
+    for cut in cuts:
+        print(f"{cut['elapsed_s']:6.0f}s estimate {cut['estimate_ms']:7.2f} ms | fresh "
+              + " ".join(f"{x:7.2f}" for x in cut["fresh_ms"]) + f" | one process {cut['one_process_ms']:7.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
