@@ -7,8 +7,8 @@ tuning time, and its end) compiles the model as a check at that moment would hav
 up to the cut, each task's best record applied if it beats the task's default latency, as the run measured
 those. Then it times every cut's model ``--rounds`` times, each time in a fresh process of its own as a check
 does (:func:`tunewise.timing.time_models`), cuts in turn within a round; and once more all cuts together in one
-fresh process, in alternating rounds. Per cut: the loop's estimate (the weighted sum of the best latencies),
-every fresh-process latency, and the one-process latency.
+fresh process, in alternating rounds. Per cut: the loop's estimate (the weighted sum of the best latencies, as
+the run's checkpoint of that slot stored it), every fresh-process latency, and the one-process latency.
 
     PYTHONPATH=bench .venv/bin/python bench/check_noise.py --store sqlite:///STORE.db --run 1 \\
         --out bench/results/check-noise-resnet18.json
@@ -55,22 +55,15 @@ def main() -> None:
     spec = store.get_run(args.run)
     settings = RunSettings.from_json(spec.settings)
     model = prepare.load_model(spec.model, settings, target=targets.resolve(spec.target))
-    stored = store.get_tasks(args.run)
-    model = model.with_default_latencies(t.default_latency for t in stored)
-    weights = {t.workload: task.weight for t, task in zip(stored, model.tasks, strict=True)}
-    defaults = {t.workload: t.default_latency for t in stored}
+    model = model.with_default_latencies(t.default_latency for t in store.get_tasks(args.run))
     trials, checkpoints = store.get_trials(args.run), store.get_checkpoints(args.run)
     end = checkpoints[-1].elapsed
     moments = [args.every * i for i in range(1, int(end // args.every) + 1)]
     moments = [m for m in moments if m < end] + [end]
     cuts = []
     for moment in moments:
-        slot = max(c.slot for c in checkpoints if c.elapsed <= moment + 1e-9)
-        best = dict(defaults)
-        for t in trials:
-            if t.slot <= slot and t.error is None and t.workload in best:
-                best[t.workload] = min(best[t.workload], t.latency)
-        estimate = sum(weights[w] * latency for w, latency in best.items())
+        checkpoint = max((c for c in checkpoints if c.elapsed <= moment + 1e-9), key=lambda c: c.slot)
+        slot, estimate = checkpoint.slot, checkpoint.latency  # the loop's estimate after that slot
         compiled = compiler.CompiledModel(compiler.build(model, cut_database(store, trials, slot)), model.target)
         error = compiler.verify(compiled, model.inputs, model.reference_outputs)
         cuts.append({"elapsed_s": moment, "slot": slot, "trials": sum(t.slot <= slot for t in trials),
