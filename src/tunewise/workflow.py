@@ -222,7 +222,8 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     check_folder(settings.output or "tunewise-out", "artifact folder")
     end = None if budget.time_budget is None else start + budget.time_budget
     prepared = prepare_run(source, settings, store=store, target=target, example_inputs=example_inputs,
-                           scheduler=scheduler, callbacks=told.callbacks, run=run, lease=owned, finish_by=end)
+                           scheduler=scheduler, callbacks=told.callbacks, run=run, lease=owned, finish_by=end,
+                           references=compare_torch)
     model, loop = prepared.model, prepared.session
     store, run, output = loop.store, loop.run_id, settings.artifact_folder(model.name)
     phases = {"import": prepared.import_seconds, "extract": time.perf_counter() - start - prepared.import_seconds}
