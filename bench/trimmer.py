@@ -170,19 +170,18 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/tunewise-trimmer", help="where each run's SQLite store is kept")
     parser.add_argument("--out", default="bench/results/trimmer.json")
     parser.add_argument("--resume", action="store_true",
-                        help="keep the runs --out holds (made with the same --minutes, --check-every and --cut-every, "
-                             "their stores still under --work) and make only the missing ones")
+                        help="keep the runs --out holds (made with the same --minutes and --check-every, their "
+                             "stores still under --work) and make only the missing ones; a model whose runs were "
+                             "timed side by side at another --cut-every is timed again")
     args = parser.parse_args()
     target = targets.resolve(None)
-    results = {"minutes": args.minutes, "check_every_s": args.check_every, "cut_every_s": args.cut_every,
-               "models": {}}
+    results = {"minutes": args.minutes, "check_every_s": args.check_every, "models": {}}
     os.makedirs(args.work, exist_ok=True)
     if args.resume and os.path.exists(args.out):
         with open(args.out) as f:
             kept = json.load(f)
-        if ((kept["minutes"], kept["check_every_s"], kept.get("cut_every_s"))
-                != (args.minutes, args.check_every, args.cut_every)):
-            raise SystemExit(f"{args.out} was made with other --minutes, --check-every or --cut-every")
+        if (kept["minutes"], kept["check_every_s"]) != (args.minutes, args.check_every):
+            raise SystemExit(f"{args.out} was made with other --minutes or --check-every")
         for name, model in kept["models"].items():
             if name in args.models.split(",") and model["target"] != str(target):
                 raise SystemExit(f"{args.out} holds runs of {name} made on {model['target']}: a model's runs compare "
@@ -205,7 +204,8 @@ def main() -> None:
         runs = results["models"].setdefault(name, entry)["runs"]
         todo = [(seed, arm) for seed in (int(s) for s in args.seeds.split(",")) for arm in args.arms.split(",")
                 if seed not in runs.get(arm, {})]
-        if not todo and "side_by_side" in results["models"][name]:
+        timed = results["models"][name].get("side_by_side", {})
+        if not todo and timed.get("cut_every_s") == args.cut_every:
             continue
         base = RunSettings(source=name, budget=Budget(time_budget=60 * args.minutes), check_every=args.check_every,
                            energy_meter="auto")
