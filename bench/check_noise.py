@@ -42,6 +42,22 @@ def cut_database(store, trials, upto_slot: int):
     return database
 
 
+def cut_moments(checkpoints, every: float) -> list[tuple[float, int]]:
+    """``(tuning time, the last slot ended by then)`` every ``every`` seconds of a run's tuning time and at its
+    end (the slot ``-1`` before any ended), from the run's ``checkpoints``."""
+    end = checkpoints[-1].elapsed
+    moments = [every * i for i in range(1, int(end // every) + 1) if every * i < end] + [end]
+    return [(moment, max((c.slot for c in checkpoints if c.elapsed <= moment + 1e-9), default=-1))
+            for moment in moments]
+
+
+def compile_cut(model, store, trials, slot: int):
+    """``model`` (with the run's default latencies) compiled as a check after ``slot`` would have compiled it,
+    and its largest error against the reference outputs (:func:`tunewise.compile.verify`)."""
+    compiled = compiler.CompiledModel(compiler.build(model, cut_database(store, trials, slot)), model.target)
+    return compiled, compiler.verify(compiled, model.inputs, model.reference_outputs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--store", required=True)
@@ -57,15 +73,11 @@ def main() -> None:
     model = prepare.load_model(spec.model, settings, target=targets.resolve(spec.target))
     model = model.with_default_latencies(t.default_latency for t in store.get_tasks(args.run))
     trials, checkpoints = store.get_trials(args.run), store.get_checkpoints(args.run)
-    end = checkpoints[-1].elapsed
-    moments = [args.every * i for i in range(1, int(end // args.every) + 1)]
-    moments = [m for m in moments if m < end] + [end]
+    estimates = {c.slot: c.latency for c in checkpoints}  # the loop's estimate after each slot
     cuts = []
-    for moment in moments:
-        checkpoint = max((c for c in checkpoints if c.elapsed <= moment + 1e-9), key=lambda c: c.slot)
-        slot, estimate = checkpoint.slot, checkpoint.latency  # the loop's estimate after that slot
-        compiled = compiler.CompiledModel(compiler.build(model, cut_database(store, trials, slot)), model.target)
-        error = compiler.verify(compiled, model.inputs, model.reference_outputs)
+    for moment, slot in cut_moments(checkpoints, args.every):
+        estimate = estimates[slot]
+        compiled, error = compile_cut(model, store, trials, slot)
         cuts.append({"elapsed_s": moment, "slot": slot, "trials": sum(t.slot <= slot for t in trials),
                      "estimate_ms": estimate * 1e3, "max_error": error, "fresh_ms": [], "compiled": compiled})
         print(f"cut at {moment:.0f}s: slot {slot}, estimate {estimate * 1e3:.2f} ms", flush=True)

@@ -48,9 +48,8 @@ import os
 import statistics
 
 import provenance
-from check_noise import cut_database
+from check_noise import compile_cut, cut_moments
 
-from tunewise import compile as compiler
 from tunewise import prepare, stores, timing
 from tunewise import target as targets
 from tunewise.filters import cold_flags
@@ -111,17 +110,12 @@ def side_by_side(model, runs: dict, cut_every: float) -> dict:
             [spec] = store.get_runs()
             trials, checkpoints = store.get_trials(spec.id), store.get_checkpoints(spec.id)
             tuned = model.with_default_latencies(t.default_latency for t in store.get_tasks(spec.id))
-            cumulative, end = spent_joules(store, spec.id), checkpoints[-1].elapsed
-            moments = [cut_every * i for i in range(1, int(end // cut_every) + 1) if cut_every * i < end] + [end]
-            run["cuts"] = []
-            for moment in moments:
-                slot = max((c.slot for c in checkpoints if c.elapsed <= moment + 1e-9), default=-1)
-                compiled.append(compiler.CompiledModel(compiler.build(tuned, cut_database(store, trials, slot)),
-                                                       tuned.target))
-                compiler.verify(compiled[-1], model.inputs, model.reference_outputs)
+            cumulative, run["cuts"] = spent_joules(store, spec.id), []
+            for moment, slot in cut_moments(checkpoints, cut_every):
+                compiled.append(compile_cut(tuned, store, trials, slot)[0])
                 run["cuts"].append([moment, joules_at(cumulative, moment)])
                 cuts.append(run["cuts"][-1])
-            print(f"{spec.scheduler} {run['store']}: {len(moments)} cuts compiled", flush=True)
+            print(f"{spec.scheduler} {run['store']}: {len(run['cuts'])} cuts compiled", flush=True)
     latencies, rounds = timing.time_models(compiled, model.inputs)
     for cut, latency in zip(cuts, latencies, strict=True):
         cut.append(latency * 1e3)
