@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 
 import provenance
@@ -32,13 +31,8 @@ from tunewise.settings import RunSettings
 
 def cut_database(store, trials, upto_slot: int):
     """A MetaSchedule database of the successful trials of slots up to ``upto_slot``."""
-    source, database = stores.StoreDatabase(store), ms.database.MemoryDatabase()
-    for trial in trials:
-        if trial.slot <= upto_slot and trial.error is None and math.isfinite(trial.latency):
-            record = source.record(trial)
-            database.commit_tuning_record(ms.database.TuningRecord(
-                record.trace, database.commit_workload(record.workload.mod), record.run_secs, record.target,
-                record.args_info))
+    database = ms.database.MemoryDatabase()
+    stores.StoreDatabase(store).copy_into(database, [t for t in trials if t.slot <= upto_slot])
     return database
 
 

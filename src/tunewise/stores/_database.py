@@ -9,6 +9,7 @@ equality of the TIR module.
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import tvm
@@ -129,6 +130,21 @@ class StoreDatabase(ms.database.PyDatabase):
             except ScheduleError:
                 continue
         raise ScheduleError("a stored record fits no module of its workload")
+
+    def copy_into(self, database, trials) -> int:
+        """Commit the stored ``trials`` that measured a latency (no error, a finite mean) into another
+        MetaSchedule ``database`` (a memory or JSON database), each on the module its record replays on
+        (:meth:`record`); returns how many. Failed candidates carry no schedule worth applying."""
+        count = 0
+        for trial in trials:
+            if trial.error is not None or not math.isfinite(trial.latency):
+                continue
+            record = self.record(trial)
+            database.commit_tuning_record(ms.database.TuningRecord(
+                record.trace, database.commit_workload(record.workload.mod), record.run_secs, record.target,
+                record.args_info))
+            count += 1
+        return count
 
     # -- MetaSchedule's interface ----------------------------------------------------------------------
     def has_workload(self, mod) -> bool:

@@ -30,19 +30,7 @@ def export_records(store: Store, run: int, directory: str) -> int:
     if any(os.path.exists(os.path.join(directory, name)) for name in (WORKLOADS, RECORDS)):
         raise InputError(f"{directory} already holds a MetaSchedule database; export into a new folder")
     os.makedirs(directory, exist_ok=True)
-    source, target = StoreDatabase(store), ms.database.JSONDatabase(work_dir=directory)
-    workloads = {}
-    count = 0
-    for trial in store.get_trials(run):
-        if not trial.run_secs:
-            continue
-        if trial.workload not in workloads:
-            workloads[trial.workload] = target.commit_workload(source.workload(trial.workload).mod)
-        record = source.record(trial)
-        target.commit_tuning_record(ms.database.TuningRecord(
-            record.trace, workloads[trial.workload], record.run_secs, record.target, record.args_info))
-        count += 1
-    return count
+    return StoreDatabase(store).copy_into(ms.database.JSONDatabase(work_dir=directory), store.get_trials(run))
 
 
 def _identity(workload: int, target: str | None, record: str) -> tuple:
