@@ -29,9 +29,10 @@ The rules:
 - Under selective tuning (:class:`~tunewise.sharing.Members`), a group member is held: not live for the
   scheduler, it is given its representative's best schedules instead. Before the scheduler is asked, a held
   member due a transfer gets a *transfer slot* (:attr:`Slot.source` set, ``top`` trials at most, no scheduler
-  decision); after it, the member may fall back to being searched. A transfer slot that measured nothing makes
-  the member fall back instead of finishing it. A resumed run tells its stored slots in order, and a slot of a
-  task that was held at that point is a transfer slot, so the scheduler sees the same decisions again.
+  decision); after it, or after a search slot of its representative, the member may fall back to being searched.
+  A transfer slot that measured nothing makes the member fall back instead of finishing it. A resumed run tells
+  its stored slots in order, and a slot of a task that was held at that point is a transfer slot, so the
+  scheduler sees the same decisions again.
 - Whole-model latencies the driver measures (:meth:`Ledger.tell_model_latency`) are kept in the snapshot, for
   the stop rules.
 - The scheduler sees a frozen :class:`~tunewise.state.Snapshot` before every slot, resumed slots included, so
@@ -261,6 +262,7 @@ class Ledger:
                 self.members.told(self._view(slot.task), self._view(slot.source), [])
             else:
                 progress.finished = True
+                self._searched(slot.task)
             return
         before = progress.best
         best = min([before, *latencies])
@@ -277,6 +279,8 @@ class Ledger:
             progress.finished = True
         if slot.source is not None:
             self.members.told(self._view(slot.task), self._view(slot.source), latencies)
+        else:
+            self._searched(slot.task)
         self.history.append((self.clock(), self.snapshot().estimated_latency()))
 
     def set_default_latencies(self, latencies: Sequence[float]) -> None:
@@ -297,6 +301,11 @@ class Ledger:
         if not latency > 0:
             raise ValueError(f"a model latency must be > 0 seconds (inf for a failure), got {latency!r}")
         self.measured.append((self.clock() if at is None else at, latency))
+
+    def _searched(self, task: int) -> None:
+        """Tell the members that a search slot of ``task`` was told (a representative may have settled)."""
+        if self.members is not None:
+            self.members.searched(tuple(self._view(i) for i in range(len(self.tasks))), task)
 
     def _view(self, i: int) -> TaskView:
         t, p = self.tasks[i], self._progress[i]

@@ -33,21 +33,35 @@ def _view(k, best=(), default=1.0, flops=1e6, finished=False):
                     finished)
 
 
-def test_a_member_is_due_when_its_representative_improves_and_falls_back_when_transfers_do_not_pay():
-    members = sharing.Members([None, 0, 0, 0], [0.4, 0.2, 0.2, 0.2])
+def test_a_member_is_due_when_its_representative_improves_and_is_judged_once_the_representative_settles():
+    members = sharing.Members([None, 0, 0, 0], [0.4, 0.2, 0.2, 0.2], settled=2)
     assert members.due([_view(0), _view(1), _view(2), _view(3)]) is None  # nothing to give yet
-    rep = _view(0, [0.2])  # 5 MFLOP/s
-    assert members.due([rep, _view(1), _view(2), _view(3)]) == 1
-    members.told(_view(1, [0.24]), rep, [0.24])  # 4.2 MFLOP/s: above 0.8 of the representative's 5, kept
-    assert members.source(1) == 0 and members.due([rep, _view(1, [0.24]), _view(2), _view(3)]) == 2
-    members.told(_view(2, [2.0]), rep, [2.0])  # slower than its default latency
+    early = _view(0, [0.2])  # one trial of two: an early schedule, 5 MFLOP/s
+    assert members.due([early, _view(1), _view(2), _view(3)]) == 1
+    members.told(_view(1, [2.0]), early, [2.0])  # slower than its default latency, but not judged yet
+    assert not members.fallen and members.due([early, _view(1, [2.0]), _view(2), _view(3)]) == 2
+    rep = _view(0, [0.2, 0.2])  # settled, still at 0.2: member 1 holds its best and is judged now
+    members.searched([rep, _view(1, [2.0]), _view(2), _view(3)], 0)
+    assert members.fallen == {1} and members.source(1) is None
+    members.told(_view(2, [0.24]), rep, [0.24])  # 4.2 MFLOP/s: above 0.8 of the representative's 5, kept
     members.told(_view(3, [0.26]), rep, [0.26])  # 3.8 MFLOP/s: short of 0.8 of the group's 5
-    assert members.fallen == {2, 3} and members.source(2) is None
-    assert members.due([rep, _view(1, [0.24]), _view(2, [2.0]), _view(3, [0.26])]) is None
-    better = _view(0, [0.2, 0.1])
-    assert members.due([better, _view(1, [0.24]), _view(2), _view(3)]) == 1  # the representative improved
-    members.told(_view(1, [0.24]), better, [math.inf])  # every transferred schedule failed
+    assert members.fallen == {1, 3} and members.source(2) == 0
+    better = _view(0, [0.2, 0.2, 0.1])  # 10 MFLOP/s
+    assert members.due([better, _view(1, [2.0]), _view(2, [0.24]), _view(3, [0.26])]) == 2
+    members.told(_view(2, [0.24, 0.24]), better, [math.inf])  # its new schedule failed: 4.2 against 10
     assert members.fallen == {1, 2, 3}
+
+
+def test_every_transfer_failing_or_a_representative_without_a_schedule_makes_members_fall_back():
+    members = sharing.Members([None, 0, 0], [0.4, 0.3, 0.3], settled=2)
+    rep = _view(0, [0.2, 0.2])
+    members.told(_view(1, [math.inf]), rep, [math.inf])  # every transferred schedule failed
+    assert members.fallen == {1}
+    empty = sharing.Members([None, 0], [0.5, 0.5], settled=2)
+    empty.searched([_view(0, [math.inf]), _view(1)], 0)  # one trial: not settled
+    assert not empty.fallen
+    empty.searched([_view(0, [math.inf, math.inf]), _view(1)], 0)  # settled with nothing to give
+    assert empty.fallen == {1}
 
 
 def test_the_shortfall_compares_throughputs_and_spares_members_too_small_to_repay_a_search():
@@ -55,7 +69,7 @@ def test_the_shortfall_compares_throughputs_and_spares_members_too_small_to_repa
     # faster than their default latencies, as fast as the representative is over its own
     members = sharing.Members([None, 0, 0, 0], sharing.flop_shares(
         [Task(f"t{k}", str(k), 1, flops, 1.0) for k, flops in enumerate([8e6, 2e6, 5e4, 0.0])]))
-    rep = _view(0, [8e-3], flops=8e6)
+    rep = _view(0, [8e-3], flops=8e6, finished=True)
     members.told(_view(1, [4e-3], flops=2e6), rep, [4e-3])  # a fifth of the model's FLOPs: searched
     members.told(_view(2, [1e-4], flops=5e4), rep, [1e-4])  # 0.5 % of the model's FLOPs: held
     members.told(_view(3, [1e-5], flops=0.0), rep, [1e-5])  # no FLOPs, no throughput to compare: held
@@ -98,18 +112,31 @@ def test_the_ledger_hands_held_members_transfer_slots_and_searches_them_only_aft
     assert ledger.ask().source is None and scheduler.asked == 2
 
 
+def test_a_member_holding_its_representatives_best_is_judged_when_the_representative_settles():
+    ledger = Ledger(_tasks(2), _Order(), Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0,
+                    members=sharing.Members([None, 0], [0.5, 0.5], settled=8))
+    ledger.tell(ledger.ask(), [0.5, 0.4, 0.6, 0.5])
+    transfer = ledger.ask()
+    ledger.tell(transfer, [1.5])  # slower than its default latency (1.0), while the representative is early
+    assert ledger.snapshot().tasks[1].source == 0 and [t.index for t in ledger.snapshot().live] == [0]
+    ledger.tell(ledger.ask(), [0.6, 0.5, 0.7, 0.8])  # 8 trials, no better: settled, member 1 falls back
+    assert ledger.snapshot().tasks[1].source is None and [t.index for t in ledger.snapshot().live] == [0, 1]
+
+
 def test_a_resumed_ledger_takes_held_members_slots_as_transfers_without_asking_the_scheduler():
     first = Ledger(_tasks(2), _Order(), Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0,
-                   members=sharing.Members([None, 0], [0.5, 0.5]))
+                   members=sharing.Members([None, 0], [0.5, 0.5], settled=4))
     told = []
     for _ in range(4):
         slot = first.ask()
-        latencies = [0.5] if slot.source is not None else [0.8, 0.6, 0.7, 0.9]
+        latencies = [1.5] if slot.source is not None else [0.8, 0.6, 0.7, 0.9]
         first.tell(slot, latencies)
         told.append((slot, latencies))
+    assert [s.source for s, _ in told] == [None, 0, None, None]  # member 1 fell back after its transfer
+    assert [t.index for t in first.snapshot().live] == [0, 1]
     scheduler = _Order()
     resumed = Ledger(_tasks(2), scheduler, Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0)
-    resumed.set_members(sharing.Members([None, 0], [0.5, 0.5]))
+    resumed.set_members(sharing.Members([None, 0], [0.5, 0.5], settled=4))
     for slot, latencies in told:
         again = resumed.recorded(slot.index, slot.task, len(latencies))
         assert again.source == slot.source

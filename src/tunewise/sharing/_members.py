@@ -4,20 +4,25 @@ falls back to a search of its own. Pure Python over frozen task views: the run's
 A member of a group (:class:`~tunewise.sharing.Selection`) is not searched; it is *held*. A held member is due
 a transfer when its representative has a valid best latency that beats the representative's best at the
 member's previous transfer (any valid best, for the first): it is then given the representative's ``top``
-best records, fitted to its shape (:func:`~tunewise.sharing.transfer_across`), as a slot of its own.
+best records, fitted to its shape (:func:`~tunewise.sharing.transfer_across`), as a slot of its own. A
+transfer slot that measured nothing (no record could be fitted, or those fitted had all been measured
+already) makes the member fall back at once, for good, to a search under the scheduler like any task.
 
-After each such slot the member falls back, for good, to a search under the scheduler like any task when:
+The other reasons to fall back are judged only once the representative has *settled*: it has measured
+``settled`` trials (48, three slots of 16) or finished. Before that, its best is an early schedule of a
+search under way, and a member that runs it slowly says little about the schedule the group will end with.
+A member is judged after each transfer from a settled representative, and, when its representative settles,
+if it already holds that representative's best. It falls back when:
 
-- the slot measured nothing (no record transferred, or those transferred had all been measured already), or
-  every transferred schedule failed;
-- its best is no faster than its untuned (default) latency;
+- its best is no faster than its untuned (default) latency (every transferred schedule failed, for one);
 - it falls short of what its group predicts, and that matters to the model: its throughput (FLOPs a second
   of its best) is below ``shortfall`` (0.8) times its representative's, which has the same kind of main
   computation and design space, and its share of the model's FLOPs is at least ``minor`` (1 %). A member
   without FLOPs (a layout transform), or too small to repay a search, stays held.
 
-Everything here follows from the slots told, in order, so a resumed run, told the slots the store holds,
-comes back to the same state.
+A representative that settles without a valid best has nothing to give: its members fall back. Everything
+here follows from the slots told, in order, so a resumed run, told the slots the store holds, comes back to
+the same state.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ SHORTFALL = 0.8
 MINOR = 0.01
 """A member whose share of the model's FLOPs is below this stays held whatever its throughput."""
 
+SETTLED = 48
+"""The trials after which a representative's best is taken as its group's prediction (or once it finished)."""
+
 
 class Members:
     """Held members and their transfers (see the module docstring). ``sources[k]`` is the representative task
@@ -40,7 +48,7 @@ class Members:
     FLOPs (:func:`~tunewise.sharing.flop_shares`); ``top`` is how many records a transfer gives."""
 
     def __init__(self, sources: Sequence[int | None], shares: Sequence[float], *, top: int = 1,
-                 shortfall: float = SHORTFALL, minor: float = MINOR):
+                 shortfall: float = SHORTFALL, minor: float = MINOR, settled: int = SETTLED):
         if top <= 0:
             raise ValueError(f"a transfer gives at least one record, not {top}")
         if len(shares) != len(sources):
@@ -50,6 +58,7 @@ class Members:
         self.top = top
         self.shortfall = shortfall
         self.minor = minor
+        self.settled = settled
         self._given = [math.inf] * len(self.sources)  # the representative's best at the member's last transfer
         self.fallen: set[int] = set()
 
@@ -70,7 +79,27 @@ class Members:
         """A transfer slot of ``member`` measured ``latencies`` (``member`` as it is after the slot,
         ``representative`` as it was given)."""
         self._given[member.index] = representative.best
+        if not latencies:
+            self.fallen.add(member.index)
+        elif self._has_settled(representative):
+            self._judge(member, representative)
+
+    def searched(self, tasks: Sequence[TaskView], k: int) -> None:
+        """A search slot of task ``k`` was told (``tasks``: the run after it). When ``k`` is a settled
+        representative, its held members that hold its best already are judged; the others are due a transfer,
+        and are judged after it."""
+        representative = tasks[k]
+        if not self._has_settled(representative):
+            return
+        for view in tasks:
+            if self.source(view.index) == k and self._given[view.index] <= representative.best:
+                self._judge(view, representative)
+
+    def _has_settled(self, representative: TaskView) -> bool:
+        return representative.finished or representative.trials >= self.settled
+
+    def _judge(self, member: TaskView, representative: TaskView) -> None:
         short = (self.shares[member.index] >= self.minor and member.flops > 0 and representative.gflops > 0
                  and member.gflops < self.shortfall * representative.gflops)
-        if not any(math.isfinite(x) for x in latencies) or member.best >= member.default_latency or short:
+        if member.best >= member.default_latency or short:
             self.fallen.add(member.index)
