@@ -1,5 +1,5 @@
 """How a result file was made, recorded in every file the benchmarks write: the command line, the commit (and
-whether the tree had uncommitted changes), the CPU model and the date."""
+whether the tree had uncommitted changes, the result files aside), the CPU model and the date."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ def commit() -> str:
     try:
         head = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True,
                               check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    # the result files a benchmark rewrites as it goes are not changes to what made them
+    dirty = [line for line in status.splitlines() if not line[3:].startswith("bench/results/")]
     return head + (" (with uncommitted changes)" if dirty else "")
 
 
