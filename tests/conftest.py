@@ -25,6 +25,40 @@ def host_target():
     return target.resolve(None)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` are skipped on a machine without an NVIDIA GPU (TVM's device 0)."""
+    gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_tests:
+        return
+    import tvm
+
+    if not tvm.cuda(0).exist:
+        for item in gpu_tests:
+            item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU"))
+
+
+# a GPU as tunewise.target.cuda_description describes it (an H100 SXM's published figures)
+_H100 = {"name": "NVIDIA H100 80GB HBM3", "compute_version": "9.0", "max_threads_per_block": 1024,
+         "max_shared_memory_per_block": 49152, "warp_size": 32, "multi_processor_count": 132,
+         "l2_cache_size_bytes": 52428800, "total_global_memory": 85_045_510_144}
+
+
+@pytest.fixture
+def gpu_description():
+    """A GPU's description, for what can be built for a GPU on a machine without one."""
+    return dict(_H100)
+
+
+@pytest.fixture(scope="session")
+def gpu_target():
+    """A complete cuda target for the GPU of ``gpu_description`` (GPU 0 where there is one), with this CPU as
+    its host; the CUDA compiler set up."""
+    from tunewise import target, tvm_env
+
+    tvm_env.prepare("cuda")
+    return target.resolve(target.cuda_config(target.cuda_description() or _H100))
+
+
 @pytest.fixture(scope="session")
 def measurer(host_target):
     from tunewise import measure

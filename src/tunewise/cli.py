@@ -273,7 +273,7 @@ def _share(args) -> str | None:
 
 def _cmd_tune(args) -> int:
     from tunewise import workflow
-    from tunewise.timing import relation
+    from tunewise.timing import REFERENCES, relation
 
     if args.resume is not None:
         own = ("scheduler", "trials_per_slot", "graph_level", "seed", "target", "evaluator", "cost_model", "goal",
@@ -304,9 +304,9 @@ def _cmd_tune(args) -> int:
     print(f"untuned TVM      {result.untuned_latency * 1e3:.3f} ms")
     print(f"tuned TVM        {result.tuned_latency * 1e3:.3f} ms "
           f"({relation(result.tuned_latency, result.untuned_latency, 'untuned')})")
-    for name, latency in (("PyTorch eager", result.torch_latency), ("onnxruntime", result.onnxruntime_latency)):
-        if latency is not None:
-            print(f"{name:16s} {latency * 1e3:.3f} ms (tuned TVM is {relation(result.tuned_latency, latency)})")
+    for key, latency in result.references().items():
+        name = REFERENCES[key]
+        print(f"{name:16s} {latency * 1e3:.3f} ms (tuned TVM is {relation(result.tuned_latency, latency)})")
     print(f"timed as         {result.timing}")
     if result.measured:
         points = ", ".join(f"{p.latency * 1e3:.3f} ms at {p.elapsed:.0f}s" if math.isfinite(p.latency)
@@ -315,7 +315,9 @@ def _cmd_tune(args) -> int:
     if result.stopped_by:
         print(f"stopped          {result.stopped_by}")
     if result.joules is not None:
-        estimated = " (estimated from CPU time)" if result.joules_estimated else ""
+        parts = " + ".join(f"{joules / 1e3:.1f} kJ {energy.LABELS.get(name, name)}"
+                           for name, joules in result.joules_parts.items())
+        estimated = f" ({parts})" if parts else " (estimated from CPU time)" if result.joules_estimated else ""
         print(f"tuning energy    {result.joules / 1e3:.1f} kJ{estimated}")
     print(f"outputs          match the reference (max relative error {result.max_error:.2e})")
     print(f"artifact         {result.artifact}")

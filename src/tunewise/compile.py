@@ -21,6 +21,7 @@ import numpy as np
 
 from tunewise import artifact, noise, signature, tvm_env
 from tunewise.errors import InputError, TargetError, VerificationError, message_line
+from tunewise.target import check_runnable
 
 METADATA = artifact.METADATA
 LIBRARY = artifact.LIBRARY
@@ -146,6 +147,10 @@ def load(path: str) -> CompiledModel:
     except Exception as err:  # TVM raises several error types for a bad target
         raise TargetError(f"{os.path.join(path, METADATA)} names a bad target: {message_line(err, last=True)}") \
             from None
+    try:
+        check_runnable(target)
+    except TargetError as err:
+        raise TargetError(f"cannot run {path}: {err}") from None
     try:
         executable = tvm.runtime.load_module(os.path.join(path, LIBRARY))
     except Exception as err:  # TVM's own error types

@@ -249,11 +249,14 @@ def lower(mod, target, level: str = DEFAULT_LEVEL):
 
 def compile_pipeline(target, level: str = DEFAULT_LEVEL):
     """The Relax pipeline that compiles a module of graph level ``level`` with the MetaSchedule database in
-    context: :func:`lower`, the database's schedules applied to the operators it has, and at a level that
-    :func:`prepacks` the weight layout rewrites split out and folded into the constants; then the VM
+    context: :func:`lower`, the database's schedules applied to the operators it has, at a level that
+    :func:`prepacks` the weight layout rewrites split out and folded into the constants, the device's default
+    schedules applied to every function still unscheduled (:mod:`tunewise.default_schedules`); then the VM
     lowering of the target's default pipeline."""
     import tvm
     from tvm import relax
+
+    from tunewise import default_schedules
 
     lowering, finalizing = _backend_passes(target)
     prepacking = ([relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant(),
@@ -263,7 +266,8 @@ def compile_pipeline(target, level: str = DEFAULT_LEVEL):
     def pipeline(mod, _ctx):
         mod = lower(mod, target, level)
         mod = relax.transform.MetaScheduleApplyDatabase()(mod)
-        return tvm.transform.Sequential([*prepacking, *lowering, *finalizing])(mod)
+        return tvm.transform.Sequential([*prepacking, *default_schedules.passes(target), *lowering,
+                                         *finalizing])(mod)
 
     return pipeline
 

@@ -46,16 +46,18 @@ def make_measurer(target, settings: RunSettings) -> measure.Measurer:
     return measure.Measurer(target, settings.measure, evaluator=settings.evaluator, runner=settings.runner)
 
 
-def resolve_goal(settings: RunSettings, source, inputs, *, example_inputs=None) -> float | None:
+def resolve_goal(settings: RunSettings, source, inputs, *, example_inputs=None, target=None) -> float | None:
     """The settings' latency goal in seconds (``None``: none); a goal relative to onnxruntime or PyTorch eager
-    times them first, on ``inputs``, in a fresh process (:func:`tunewise.timing.time_references`)."""
+    times them first, on ``inputs``, in a fresh process, on ``target``'s device (a TVM target; the host CPU by
+    default; :func:`tunewise.timing.time_references_on`)."""
     if settings.goal is None:
         return None
     goal = Goal.parse(settings.goal)
     if not goal.relative:
         return goal.resolve()
-    eager, onnxruntime = timing.time_references(source, inputs, example_inputs=example_inputs, seed=settings.seed)
-    return goal.resolve(eager=eager, onnxruntime=onnxruntime)
+    timed = timing.time_references_on(targets.resolve(target), source, inputs, example_inputs=example_inputs,
+                                      seed=settings.seed)
+    return goal.resolve(eager=timed["torch_eager"], onnxruntime=timed["onnxruntime"])
 
 
 def stop_rules(settings: RunSettings, goal: float | None) -> list[stoppers.StopRule]:
@@ -95,7 +97,7 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
         goal = Goal.parse(settings.goal).resolve()
     scheduler = schedulers.create_seeded(scheduler if scheduler is not None else settings.scheduler, settings.seed)
     owner = None if lease is None else lease.owner
-    meter = energy.create(settings.energy_meter)
+    meter = energy.for_device(settings.energy_meter, targets.is_gpu(model.target))
     if run is None:  # stored with the meter "auto" chose here, which a resumed run keeps
         stored = dataclasses.replace(settings, output=settings.artifact_folder(model.name), energy_meter=meter.name)
         run = store.create_run(model.name, str(model.target), settings.scheduler or repr(scheduler),
@@ -173,7 +175,7 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
         raise_if_stopped()
         if settings.goal is not None and Goal.parse(settings.goal).relative:
             told.phase(f"timing the references of latency goal {settings.goal} in a fresh process")
-        goal = resolve_goal(settings, source, imported.inputs, example_inputs=example_inputs)
+        goal = resolve_goal(settings, source, imported.inputs, example_inputs=example_inputs, target=tvm_target)
         told.phase("extracting tasks")
         extract_start = time.perf_counter()
         model = tasks.extract(imported, tvm_target, level=settings.level)

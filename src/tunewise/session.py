@@ -51,7 +51,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tunewise import cost_models, interrupts, schedulers, sharing, stores, tasks, timebudget
+from tunewise import cost_models, interrupts, schedulers, sharing, spaces, stores, tasks, timebudget
 from tunewise import target as targets
 from tunewise.callbacks import Callback, CallbackList
 from tunewise.checks import ModelCheck
@@ -141,7 +141,7 @@ class _TaskSearch:
 
         population = max(MIN_POPULATION, POPULATION_PER_CANDIDATE * self.batch)
         self.context = ms.TuneContext(
-            self.mod, target=self.target, space_generator="post-order-apply",
+            self.mod, target=self.target, space_generator=spaces.generator(self.mod, self.target),
             search_strategy=ms.search_strategy.EvolutionarySearch(population_size=population,
                                                                      genetic_num_iters=GENERATIONS),
             task_name=self.name, rand_state=self.seed,
@@ -188,7 +188,8 @@ class _TaskSearch:
         from tvm.s_tir import meta_schedule as ms
 
         context = ms.TuneContext(
-            self.mod, target=self.target, space_generator="post-order-apply", search_strategy="replay-trace",
+            self.mod, target=self.target, space_generator=spaces.generator(self.mod, self.target),
+            search_strategy="replay-trace",
             task_name=self.name, rand_state=self.seed, num_threads=self.num_threads,
             logger=ms.logging.get_logger("tunewise.search"),
         ).clone()

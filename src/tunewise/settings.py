@@ -116,10 +116,12 @@ class RunSettings:
         for kind, name, valid in (("scheduler", self.scheduler, schedulers.names()),
                                   ("evaluator", self.evaluator, evaluators.names()),
                                   ("cost model", self.cost_model, cost_models.names()),
-                                  ("energy meter", self.energy_meter, energy.names()),
                                   ("candidate filter", self.candidate_filter, filters.names())):
             if name not in valid and not (kind in ("scheduler", "candidate filter") and name is None):
                 raise InputError(f"unknown {kind} {name!r}; valid names: {', '.join(valid)}")
+        if not energy.is_valid(self.energy_meter):
+            raise InputError(f"unknown energy meter {self.energy_meter!r}; valid names: {', '.join(energy.names())}, "
+                             "or several joined by +")
         if not candidate_runners.is_valid(self.runner):
             raise InputError(f"unknown runner {self.runner!r}; valid names: {', '.join(candidate_runners.names())}")
 

@@ -1,8 +1,14 @@
-"""Compilation targets: the host CPU by default, with its real ``mcpu`` (worth 3.5x on a matmul).
+"""Compilation targets: a device, the host CPU by default, with what MetaSchedule needs to know of it.
 
-A target is given as ``None``/``"host"``/``"llvm"`` (this machine's CPU: kind llvm, its ``mcpu`` and core
-count), as a JSON object (``'{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}'``, taken as is), or as
-a TVM tag or kind name such as ``"cuda"``.
+A target is given as ``None``/``"host"``/``"llvm"``/``"cpu"`` (this machine's CPU: kind llvm, its real ``mcpu``,
+worth 3.5x on a matmul, and its core count), as ``"cuda"``/``"gpu"`` (NVIDIA GPU 0 of this machine, its
+attributes read from the device: :func:`cuda_description`, :func:`cuda_config`), as a JSON object, or as a
+TVM tag or kind name.
+
+A JSON object is taken as given, completed with what MetaSchedule cannot tune without: an llvm target
+without ``num-cores`` gets this machine's core count; a cuda target without its architecture, threads per
+block, shared memory per block or warp size gets them from GPU 0, and is refused (:class:`TargetError`,
+naming what is missing) on a machine without one.
 """
 
 from __future__ import annotations
@@ -24,9 +30,76 @@ def host_cpu() -> dict:
     return {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": os.cpu_count() or 1}
 
 
+def cuda_description(index: int = 0) -> dict | None:
+    """What TVM's device API reports of NVIDIA GPU ``index`` (``None`` when there is none): its name,
+    compute version, threads and shared memory per block, warp size, multiprocessors, L2 cache and memory.
+    :func:`cuda_config` turns it into a target; artifacts and results record it."""
+    import tvm
+
+    device = tvm.cuda(index)
+    if not device.exist:
+        return None
+    return {"name": device.device_name, "compute_version": device.compute_version,
+            "max_threads_per_block": device.max_threads_per_block,
+            "max_shared_memory_per_block": device.max_shared_memory_per_block, "warp_size": device.warp_size,
+            "multi_processor_count": device.multi_processor_count, "l2_cache_size_bytes": device.l2_cache_size_bytes,
+            "total_global_memory": device.total_global_memory}
+
+
+def cuda_arch(compute_version: str) -> str:
+    """The ``arch`` of a GPU of ``compute_version``: ``"9.0"`` -> ``"sm_90a"``. From compute capability 9 on,
+    the architecture-specific variant (``a``), as TVM's own detection names it: code built for it runs on
+    that architecture only, which is the one tuned for.
+
+    >>> cuda_arch("8.6"), cuda_arch("9.0")
+    ('sm_86', 'sm_90a')
+    """
+    major, minor = (int(part) for part in compute_version.split(".")[:2])
+    return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
+
+
+def cuda_config(description: dict) -> dict:
+    """A complete cuda target (a dict for ``tvm.target.Target``) for the GPU ``description``
+    (:func:`cuda_description`), with this machine's CPU as its host."""
+    return {"kind": "cuda", "arch": cuda_arch(description["compute_version"]),
+            "max_threads_per_block": int(description["max_threads_per_block"]),
+            "max_num_threads": int(description["max_threads_per_block"]),
+            "max_shared_memory_per_block": int(description["max_shared_memory_per_block"]),
+            "thread_warp_size": int(description["warp_size"]),
+            "l2_cache_size_bytes": int(description["l2_cache_size_bytes"]), "host": host_cpu()}
+
+
+CUDA_NEEDS = ("arch", "max_threads_per_block", "max_shared_memory_per_block", "thread_warp_size")
+
+
+def complete(config: dict, description: dict | None = None) -> dict:
+    """``config`` (a target dict) with what MetaSchedule needs filled in where it is missing: an llvm
+    target's ``num-cores`` (this machine's), a cuda target's :data:`CUDA_NEEDS` from ``description`` (by
+    default GPU 0's, :func:`cuda_description`). :class:`TargetError` when a cuda target lacks some and there
+    is no GPU to read them from."""
+    kind = config.get("kind")
+    if kind == "llvm" and "num-cores" not in config:
+        return {**config, "num-cores": os.cpu_count() or 1}
+    if kind != "cuda" or all(key in config for key in CUDA_NEEDS):
+        return config
+    description = description or cuda_description()
+    if description is None:
+        missing = [key for key in CUDA_NEEDS if key not in config]
+        raise TargetError(f"the cuda target lacks {', '.join(missing)}, and this machine has no NVIDIA GPU to "
+                          f"read them from: give them in the JSON target")
+    return {**cuda_config(description), **config}
+
+
+def is_gpu(target) -> bool:
+    """Whether ``target`` compiles for a GPU, whose kernels need thread bindings to run."""
+    return "gpu" in [str(key) for key in target.keys]
+
+
 def num_cores(target) -> int:
-    """The threads a target's kernels use: its ``num-cores``, 1 when it does not say."""
-    return int(target.attrs["num-cores"]) if "num-cores" in target.attrs else 1
+    """The CPU threads that work for ``target``: a CPU target's ``num-cores`` (its kernels' threads), a GPU
+    target's host's (the threads that search and compile for it); 1 when it does not say."""
+    cpu = target.host if target.host is not None and is_gpu(target) else target
+    return int(cpu.attrs["num-cores"]) if "num-cores" in cpu.attrs else 1
 
 
 def resolve(spec=None):
@@ -38,13 +111,21 @@ def resolve(spec=None):
         return spec
     if spec is None or spec in ("host", "llvm", "cpu"):
         config: str | dict = host_cpu()
+    elif spec in ("cuda", "gpu"):
+        description = cuda_description()
+        if description is None:
+            raise TargetError(f"target {spec} needs an NVIDIA GPU, and this machine has none")
+        config = cuda_config(description)
     elif isinstance(spec, dict):
-        config = spec
+        config = complete(spec)
     elif spec.lstrip().startswith("{"):
         try:
             config = json.loads(spec)
         except json.JSONDecodeError as err:
             raise TargetError(f"target is not valid JSON: {err.msg} at column {err.colno}") from None
+        if not isinstance(config, dict):
+            raise TargetError(f"target {spec!r} is not a JSON object")
+        config = complete(config)
     elif " -" in spec:
         raise TargetError(f"option strings like {spec!r} are not accepted by TVM 0.27: give a JSON object, "
                           'e.g. \'{"kind": "llvm", "mcpu": "znver3"}\'')

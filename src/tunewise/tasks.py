@@ -111,6 +111,11 @@ def extract(imported, target, *, level: str = graph.DEFAULT_LEVEL, measurer=None
 def measure_defaults(model: ExtractedModel, measurer) -> ExtractedModel:
     """``model`` with every task's default latency measured in one batch by ``measurer``: the builds in
     parallel, then each task timed by a single call (:meth:`tunewise.measure.Measurer.measure` with ``once``),
-    enough to rank the tasks and estimate the untuned model; ``inf`` where the default schedule failed."""
-    results = measurer.measure([(m, args_info(m)) for m in model.task_mods], once=True)
+    enough to rank the tasks and estimate the untuned model; ``inf`` where the default schedule failed. The
+    default schedule is the device's (:mod:`tunewise.default_schedules`: none on a CPU, TVM's default GPU
+    schedules on a GPU)."""
+    from tunewise import default_schedules
+
+    results = measurer.measure([(default_schedules.apply(m, model.target), args_info(m)) for m in model.task_mods],
+                               once=True)
     return model.with_default_latencies(r.latency for r in results)

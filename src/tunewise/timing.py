@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tunewise.errors import message_line
+
 ROUNDS = 10
 MIN_ROUNDS = 3
 ROUND_MS = 100
@@ -182,6 +184,7 @@ def _time_tvm(spec: dict, inputs: list[np.ndarray]) -> dict:
         evaluators.append(vm.time_evaluator("main", device, number=1, repeat=1, min_repeat_ms=ROUND_MS))
         start = time.perf_counter()
         vm["main"](*args)  # warm-up
+        device.sync()
         slowest = max(slowest, time.perf_counter() - start)
     rounds: list[list[float]] = [[] for _ in evaluators]
     for _ in range(rounds_for(slowest)):
@@ -190,25 +193,101 @@ def _time_tvm(spec: dict, inputs: list[np.ndarray]) -> dict:
     return {"latencies": [statistics.median(samples) for samples in rounds], "rounds": len(rounds[0])}
 
 
+REFERENCES = {"torch_eager": "PyTorch eager", "onnxruntime": "onnxruntime",
+              "cuda_graph": "CUDA graph (1 stream)", "aot": "tunewise.runtime.aot"}
+
+
+def time_references_on(target, source, inputs, *, example_inputs=None, seed: int = 0) -> dict[str, float | None]:
+    """The references of a model tuned for ``target``, by their :data:`REFERENCES` names: on a CPU, PyTorch
+    eager and onnxruntime (:func:`time_references`); on a GPU, PyTorch eager, its single-stream CUDA graph
+    and Nimble's engine on that GPU (:func:`time_gpu_references`). Every name is there, ``None`` where not
+    timed."""
+    from tunewise.target import is_gpu
+
+    timed = dict.fromkeys(REFERENCES)
+    if is_gpu(target):
+        timed.update(time_gpu_references(source, inputs, example_inputs=example_inputs, seed=seed))
+    else:
+        timed["torch_eager"], timed["onnxruntime"] = time_references(source, inputs, example_inputs=example_inputs,
+                                                                     seed=seed)
+    return timed
+
+
+def time_gpu_references(source, inputs, *, example_inputs=None, seed: int = 0) -> dict[str, float | None]:
+    """Median latencies (seconds) of ``source`` run by PyTorch on GPU 0, timed in a fresh process that does
+    not import TVM: ``"torch_eager"`` (eagerly), ``"cuda_graph"`` (captured in one CUDA graph on one stream:
+    :func:`tunewise.runtime.cuda_graph.single_stream`) and ``"aot"`` (Nimble's graph over several streams:
+    :func:`tunewise.runtime.aot`); ``None`` for what cannot be run (an ``.onnx`` file has no PyTorch model).
+    Float32 throughout: TF32 is off, as the tuned kernels compute in float32."""
+    with tempfile.TemporaryDirectory(prefix="tunewise-timing-") as directory:
+        spec = _reference_spec(source, example_inputs, seed, directory)
+        if spec is None:
+            return dict.fromkeys(GPU_REFERENCES)
+        np.savez(os.path.join(directory, "inputs.npz"), *inputs)
+        result = _run_worker({"kind": "gpu-references", **spec, "inputs": os.path.join(directory, "inputs.npz")},
+                             directory)
+    for reason in result.pop("skipped"):
+        _log.info("%s", reason)
+    return {name: result[name] for name in GPU_REFERENCES}
+
+
+GPU_REFERENCES = ("torch_eager", "cuda_graph", "aot")
+
+
+def _reference_model(spec: dict, skipped: list[str]):
+    """The PyTorch model of a reference spec, or ``None`` (why is appended to ``skipped``)."""
+    import torch
+
+    if "zoo" in spec:
+        from tunewise import zoo
+
+        return zoo.get(spec["zoo"], seed=spec["seed"])[0]
+    model = None
+    if "module" in spec:
+        try:
+            model = torch.load(spec["module"], weights_only=False)
+        except Exception as err:  # unpickling raises many types (a class defined in a script's __main__...)
+            skipped.append(f"PyTorch eager runs the torch.export program: the module cannot be loaded in a fresh "
+                           f"process: {err}")
+    if model is None and "pt2" in spec:
+        model = torch.export.load(spec["pt2"]).module()
+        model.train = lambda mode=True: model  # the exporter sets eval mode, which a program's module refuses
+    return model
+
+
+def _time_gpu_references(spec: dict, inputs: list[np.ndarray]) -> dict:
+    import torch
+
+    from tunewise.runtime import aot, cuda_graph
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    result: dict = {**dict.fromkeys(GPU_REFERENCES), "skipped": []}
+    model = _reference_model(spec, result["skipped"])
+    if model is None:
+        result["skipped"].append("no PyTorch model to run on the GPU")
+        return result
+    model = model.cuda().eval()
+    tensors = tuple(torch.from_numpy(x).cuda() for x in inputs)
+    with torch.no_grad():
+        result["torch_eager"] = _median_round_time(lambda: model(*tensors), torch.cuda.synchronize)
+    runners = {"cuda_graph": lambda: cuda_graph.single_stream(model, tensors), "aot": lambda: aot(model, tensors)}
+    for name, make in runners.items():
+        try:
+            run = make()
+        except Exception as err:  # capture and export raise many types
+            result["skipped"].append(f"no {name} reference: {type(err).__name__}: {message_line(err)}")
+            continue
+        result[name] = _median_round_time(lambda run=run: run(*tensors), torch.cuda.synchronize)
+    return result
+
+
 def _time_references(spec: dict, inputs: list[np.ndarray]) -> dict:
     import torch
 
     result: dict = {"torch_eager": None, "onnxruntime": None, "skipped": []}
     tensors = tuple(torch.from_numpy(x) for x in inputs)
-    model, onnx_path = None, spec.get("onnx")
-    if "zoo" in spec:
-        from tunewise import zoo
-
-        model, _ = zoo.get(spec["zoo"], seed=spec["seed"])
-    elif "module" in spec:
-        try:
-            model = torch.load(spec["module"], weights_only=False)
-        except Exception as err:  # unpickling raises many types (a class defined in a script's __main__...)
-            result["skipped"].append(f"PyTorch eager runs the torch.export program: the module cannot be "
-                                     f"loaded in a fresh process: {err}")
-    if model is None and "pt2" in spec:
-        model = torch.export.load(spec["pt2"]).module()
-        model.train = lambda mode=True: model  # the exporter sets eval mode, which a program's module refuses
+    model, onnx_path = _reference_model(spec, result["skipped"]), spec.get("onnx")
     if model is not None:
         with torch.no_grad():
             result["torch_eager"] = _median_round_time(lambda: model(*tensors))
@@ -237,6 +316,8 @@ def _main(spec_path: str) -> None:
         # TVM's FFI imports PyTorch whenever it is installed (2 s here); timing TVM's libraries needs none of it
         sys.modules.setdefault("torch", None)
         result = _time_tvm(spec, inputs)
+    elif spec["kind"] == "gpu-references":
+        result = _time_gpu_references(spec, inputs)
     else:
         result = _time_references(spec, inputs)
     print(json.dumps({**result, "pid": os.getpid()}))

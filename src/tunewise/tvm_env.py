@@ -3,8 +3,15 @@
 ``import tvm.s_tir.tensor_intrin`` registers the tensor intrinsics of every backend (CUDA alone takes ~48 s
 on a 2-core VM), and both ``TuneContext`` and the stock builder import it. A CPU target needs at most the x86 ones. So
 before anything imports the package, :func:`prepare` registers an empty ``tvm.s_tir.tensor_intrin`` package
-object that still finds its submodules, and imports only the submodules the target kind uses. For a CUDA or
-ROCm target it imports the real package, as the stock path does.
+object that still finds its submodules, and imports only the submodules the target kind uses. A CUDA target
+needs none up front: MetaSchedule's CUDA rules use no tensor intrinsic (only its ``cuda-tensorcore`` rules
+do), and the default GPU schedules import the CUDA ones themselves when they tensorise. For other GPU kinds it
+imports the real package, as the stock path does.
+
+TVM compiles CUDA source with NVRTC (``cuda-bindings``), reading the CUDA headers of the toolkit it finds
+(``CUDA_PATH``, or where ``nvcc`` is). :func:`use_cuda_compiler` lets it compile where there is no toolkit but
+the headers of NVIDIA's Python packages are installed (a machine without a GPU compiles for one that way),
+and with ``nvcc`` where NVRTC's bindings are missing.
 
 TVM's CPU runtime runs a kernel's parallel loops on ``TVM_NUM_THREADS`` threads, and without it on half the
 logical CPUs (it assumes two hyper-threads a core): one thread on a 2-core VM, where PyTorch uses two.
@@ -15,8 +22,10 @@ workers it starts afterwards.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import types
@@ -26,7 +35,7 @@ from tunewise.target import num_cores
 
 _INTRIN_PACKAGE = "tvm.s_tir.tensor_intrin"
 _HOST_INTRINSICS = {"x86_64": ("x86",), "AMD64": ("x86",), "aarch64": ("arm_cpu",), "arm64": ("arm_cpu",)}
-_INTRINSICS_BY_KIND = {"llvm": _HOST_INTRINSICS.get(platform.machine(), ("x86", "arm_cpu")), "c": ()}
+_INTRINSICS_BY_KIND = {"llvm": _HOST_INTRINSICS.get(platform.machine(), ("x86", "arm_cpu")), "c": (), "cuda": ()}
 
 
 def prepare(target_kind: str = "llvm") -> None:
@@ -43,6 +52,54 @@ def prepare(target_kind: str = "llvm") -> None:
         sys.modules[_INTRIN_PACKAGE] = package
     for name in _INTRINSICS_BY_KIND[target_kind]:
         importlib.import_module(f"{_INTRIN_PACKAGE}.{name}")
+    if target_kind == "cuda":
+        use_cuda_compiler()
+
+
+_TOOLKIT_NVCC = "/usr/local/cuda/bin/nvcc"
+
+
+def use_cuda_compiler() -> str | None:
+    """Set up how TVM compiles CUDA source, in this process and those it starts afterwards; returns the mode,
+    ``"nvrtc"`` or ``"nvcc"``, or ``None`` when neither can run here. Nothing changes where
+    ``TVM_CUDA_COMPILE_MODE`` is set, or where NVRTC's bindings are importable and the toolkit TVM finds
+    (``CUDA_PATH``, else the folder above ``nvcc``'s) has its headers. Otherwise the headers of the
+    ``nvidia-cuda-runtime`` and ``nvidia-cuda-cccl`` packages stand in for the toolkit's, and without the
+    bindings a toolkit's ``nvcc`` compiles."""
+    if "TVM_CUDA_COMPILE_MODE" in os.environ:
+        return os.environ["TVM_CUDA_COMPILE_MODE"]
+    nvcc = shutil.which("nvcc") or (_TOOLKIT_NVCC if os.path.exists(_TOOLKIT_NVCC) else None)
+    toolkit = os.environ.get("CUDA_PATH") or (os.path.dirname(os.path.dirname(nvcc)) if nvcc else None)
+    if importlib.util.find_spec("cuda") is not None and importlib.util.find_spec("cuda.bindings") is not None:
+        if toolkit is not None and os.path.isfile(os.path.join(toolkit, "include", "cuda_runtime.h")):
+            return "nvrtc"
+        root = _packaged_cuda()
+        if root is not None:
+            os.environ["CUDA_PATH"] = root
+            cccl = f"-I{os.path.join(root, 'include', 'cccl')}"
+            extra = os.environ.get("TVM_CUDA_NVRTC_EXTRA_OPTS", "")
+            if cccl not in extra.split():
+                os.environ["TVM_CUDA_NVRTC_EXTRA_OPTS"] = f"{extra} {cccl}".strip()
+            return "nvrtc"
+    if nvcc is not None:
+        os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
+        os.environ["PATH"] = os.pathsep.join([os.path.dirname(nvcc), os.environ.get("PATH", "")])
+        return "nvcc"
+    return None
+
+
+def _packaged_cuda() -> str | None:
+    """The folder of the CUDA headers NVIDIA's Python packages install (``nvidia/cu13``), if they hold
+    ``cuda_runtime.h`` and CCCL's ``cuda/std``."""
+    spec = importlib.util.find_spec("nvidia")
+    for base in (spec.submodule_search_locations or []) if spec is not None else []:
+        for name in sorted(os.listdir(base), reverse=True):
+            root = os.path.join(base, name)
+            include = os.path.join(root, "include")
+            if (name.startswith("cu") and os.path.isfile(os.path.join(include, "cuda_runtime.h"))
+                    and os.path.isdir(os.path.join(include, "cccl", "cuda", "std"))):
+                return root
+    return None
 
 
 def use_threads(count: int) -> None:

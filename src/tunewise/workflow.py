@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tunewise import compile as compiler
-from tunewise import measure, session, stores, zoo
+from tunewise import energy, measure, session, stores, zoo
+from tunewise import target as targets
 from tunewise import timing as timings
 from tunewise.callbacks import Callback, CallbackList
 from tunewise.destinations import check_folder
@@ -56,6 +57,15 @@ class TuneResult:
     joules: float | None = None  # energy the tuning used (None: not metered)
     joules_estimated: bool = False  # the meter estimates rather than measures
     skipped: int = 0  # proposals the candidate filter skipped, over the whole run
+    cuda_graph_latency: float | None = None  # on a GPU: PyTorch captured in one CUDA graph on one stream
+    aot_latency: float | None = None  # on a GPU: tunewise.runtime.aot, Nimble's graph over several streams
+    joules_parts: dict[str, float] = field(default_factory=dict)  # a GPU run's energy by backend (nvml, estimate)
+
+    def references(self) -> dict[str, float]:
+        """The references timed beside the tuned model, by their names in :data:`tunewise.timing.REFERENCES`."""
+        timed = {"torch_eager": self.torch_latency, "onnxruntime": self.onnxruntime_latency,
+                 "cuda_graph": self.cuda_graph_latency, "aot": self.aot_latency}
+        return {name: latency for name, latency in timed.items() if latency is not None}
 
 
 @quiet("tune")
@@ -248,18 +258,19 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     told.phase("timing the untuned and tuned models" + (" and the references" if compare_torch else "")
                + " in fresh processes")
     untuned_latency, tuned_latency, rounds = timings.time_compiled(untuned, compiled, model.inputs)
-    eager, onnxruntime = (timings.time_references(source, model.inputs, example_inputs=example_inputs,
-                                                  seed=settings.seed)
-                          if compare_torch else (None, None))
+    timed = (timings.time_references_on(model.target, source, model.inputs, example_inputs=example_inputs,
+                                        seed=settings.seed)
+             if compare_torch else dict.fromkeys(timings.REFERENCES))
     failures = sum(t.failures for t in final.tasks)
     compiled.metadata.update(
         model=model.name, graph_level=settings.level, scheduler=type(loop.scheduler).__name__, run=run,
         **compiler.io_metadata(model.inputs, model.reference_outputs, model.mod),
-        latency_s=tuned_latency, untuned_latency_s=untuned_latency, torch_eager_latency_s=eager,
-        onnxruntime_latency_s=onnxruntime, timing=timings.describe(rounds),
+        latency_s=tuned_latency, untuned_latency_s=untuned_latency,
+        **{f"{name}_latency_s": latency for name, latency in timed.items()}, timing=timings.describe(rounds),
         trials=final.trials, failures=failures, tuning_seconds=final.elapsed, max_relative_error=max_error,
         evaluator=settings.evaluator, cost_model=settings.cost_model, shared_trials=loop.shared,
         latency_estimate_history=[list(point) for point in loop.history],
+        device=targets.cuda_description() if targets.is_gpu(model.target) else None,
     )
     compiled.save(output)
     with open(os.path.join(output, compiler.METADATA)) as f:
@@ -268,8 +279,19 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     phases["compile"] = time.perf_counter() - start - sum(phases.values())
     return TuneResult(output, model.name, len(model.tasks), final.trials, failures, final.elapsed,
                       loop.decision_seconds, untuned_latency, tuned_latency, final.estimated_latency(),
-                      max_error, eager, loop.shared, tuple(loop.history), run, phases, onnxruntime,
+                      max_error, timed["torch_eager"], loop.shared, tuple(loop.history), run, phases,
+                      timed["onnxruntime"],
                       timings.describe(rounds), loop.ledger.stopped_by, tuple(store.get_model_latencies(run)),
                       None if loop.meter is None else loop.joules(),
                       loop.meter is not None and loop.meter.read().estimated,
-                      sum(c.skipped for c in store.get_checkpoints(run)))
+                      sum(c.skipped for c in store.get_checkpoints(run)),
+                      cuda_graph_latency=timed["cuda_graph"], aot_latency=timed["aot"],
+                      joules_parts=_energy_parts(loop.meter))
+
+
+def _energy_parts(meter) -> dict[str, float]:
+    """The joules of each part of a combined meter (a GPU's and its host's), by backend name; empty for a meter
+    of one part."""
+    if not isinstance(meter, energy.Combined):
+        return {}
+    return {name: reading.joules for name, reading in meter.parts().items()}

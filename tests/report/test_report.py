@@ -68,7 +68,7 @@ def test_energy_failures_and_measured_latencies_are_shown(tmp_path):
     assert s.joules == pytest.approx(120.0) and s.measured[0].latency == 1.5e-3
     assert s.waste_seconds == pytest.approx(4.0) and s.waste_joules == pytest.approx(90.0 * 4.0 / 8.0)
     table = "\n".join(report.run_table(s))
-    assert ("energy 0.12 kJ, metered by estimate (estimated from CPU time); slots: search 0.01 kJ, build 0.05 kJ, "
+    assert ("energy 0.12 kJ, metered by estimate (CPU, estimated from CPU time); slots: search 0.01 kJ, build 0.05 kJ, "
             "measure 0.03 kJ") in table
     assert "failed candidates: 1 build, 1 timeout; they cost 4.0s of building and running, 0.04 kJ" in table
     page = open(report.write([s], str(tmp_path / "r.html"))).read()

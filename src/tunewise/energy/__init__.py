@@ -17,15 +17,30 @@ import contextlib
 
 from tunewise import _factory
 from tunewise.energy._base import EnergyMeter, MeterUnavailable, Reading
+from tunewise.energy._combined import SEPARATOR, Combined
 from tunewise.energy._estimate import WATTS_PER_CORE, CpuTimeEstimate
 from tunewise.energy._nvml import Nvml
 from tunewise.energy._rapl import Rapl
 from tunewise.errors import InputError
 
-__all__ = ["WATTS_PER_CORE", "CpuTimeEstimate", "EnergyMeter", "MeterUnavailable", "Nvml", "Rapl", "Reading",
-           "create", "names"]
+__all__ = ["LABELS", "WATTS_PER_CORE", "Combined", "CpuTimeEstimate", "EnergyMeter", "MeterUnavailable", "Nvml",
+           "Rapl", "Reading", "create", "describe", "for_device", "is_valid", "names"]
 
 _REGISTRY: dict[str, type[EnergyMeter]] = {"rapl": Rapl, "nvml": Nvml, "estimate": CpuTimeEstimate}
+
+
+LABELS = {"rapl": "CPU packages, RAPL", "nvml": "GPU, NVML", "estimate": "CPU, estimated from CPU time"}
+"""What each backend meters, and how, in the words summaries use."""
+
+
+def describe(name: str) -> str:
+    """What the meter called ``name`` meters, and how: ``"GPU, NVML + CPU, estimated from CPU time"``."""
+    return " + ".join(LABELS.get(part, part) for part in name.split(SEPARATOR))
+
+
+def is_valid(name: str) -> bool:
+    """Whether ``name`` names a meter: one of :func:`names`, or several backends joined by ``+``."""
+    return isinstance(name, str) and (name in names() or all(part in _REGISTRY for part in name.split(SEPARATOR)))
 
 
 def names() -> list[str]:
@@ -41,6 +56,8 @@ def create(name: str | EnergyMeter = "auto", **kwargs: object) -> EnergyMeter:
     message lists the valid ones) or a bad value, and :class:`MeterUnavailable` when the named backend cannot
     be read here.
     """
+    if isinstance(name, str) and SEPARATOR in name:
+        return Combined(meters=[create(part, **kwargs) for part in name.split(SEPARATOR)])
     if name != "auto":
         if isinstance(name, str) and name not in _REGISTRY:
             raise InputError(f"unknown energy meter {name!r}; valid names: {', '.join(names())}")
@@ -55,3 +72,16 @@ def create(name: str | EnergyMeter = "auto", **kwargs: object) -> EnergyMeter:
         with contextlib.suppress(MeterUnavailable):
             return create(key, **{k: v for k, v in kwargs.items() if k in taken[key]})
     return create("estimate", **{k: v for k, v in kwargs.items() if k in taken["estimate"]})
+
+
+def for_device(name: str | EnergyMeter, gpu: bool) -> EnergyMeter:
+    """The meter called ``name`` for a run on a GPU (``gpu``) or a CPU. On a GPU, ``"auto"`` meters the GPU by
+    NVML and its host as ``"auto"`` does on a CPU (RAPL, else the estimate), summed (:class:`Combined`), and
+    the host alone where NVML cannot be read; any other name is :func:`create`'s."""
+    if not (gpu and name == "auto"):
+        return create(name)
+    host = create("auto")
+    try:
+        return Combined(meters=[create("nvml"), host])
+    except MeterUnavailable:
+        return host

@@ -16,13 +16,15 @@ import os
 import time
 from collections import Counter
 
+from tunewise import energy
 from tunewise.destinations import check_file
 from tunewise.report._summary import RunSummary
 from tunewise.report._text import run_table, short, task_label
 
 #: Compiled latencies an artifact's metadata holds: key, name, whether it is tunewise's own (TVM) model.
 COMPILED = (("untuned_latency_s", "untuned TVM", True), ("latency_s", "tuned TVM", True),
-            ("torch_eager_latency_s", "PyTorch eager", False), ("onnxruntime_latency_s", "onnxruntime", False))
+            ("torch_eager_latency_s", "PyTorch eager", False), ("onnxruntime_latency_s", "onnxruntime", False),
+            ("cuda_graph_latency_s", "CUDA graph (1 stream)", False), ("aot_latency_s", "tunewise.runtime.aot", False))
 _FAILURE_NAMES = {"build": "build errors", "run": "run errors", "timeout": "timeouts"}
 
 
@@ -207,8 +209,7 @@ def header(summary: RunSummary) -> list[tuple[str, str]]:
             for m in summary.measured)))
     if summary.joules is not None:
         meter = r.settings.get("energy_meter")
-        rows.append(("energy", f"{summary.joules / 1e3:.2f} kJ, metered by {meter}"
-                     + (" (estimated from CPU time)" if meter == "estimate" else "")))
+        rows.append(("energy", f"{summary.joules / 1e3:.2f} kJ, metered by {meter} ({energy.describe(meter)})"))
     if summary.failures:
         rows.append(("failed candidates cost", f"{summary.waste_seconds:.1f} s"
                      + ("" if summary.waste_joules is None else f", {summary.waste_joules / 1e3:.2f} kJ")))

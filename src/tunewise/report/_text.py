@@ -7,6 +7,7 @@ import math
 import time
 from collections import Counter
 
+from tunewise import energy
 from tunewise.report._summary import RunSummary
 
 
@@ -62,8 +63,7 @@ def run_table(summary: RunSummary) -> list[str]:
         phases = [c.phase_joules for c in summary.checkpoints if c.phase_joules is not None]
         split = ("; slots: " + ", ".join(f"{name} {sum(p[i] for p in phases) / 1e3:.2f} kJ"
                                          for i, name in enumerate(("search", "build", "measure"))) if phases else "")
-        lines.append(f"energy {summary.joules / 1e3:.2f} kJ, metered by {meter}"
-                     + (" (estimated from CPU time)" if meter == "estimate" else "") + split)
+        lines.append(f"energy {summary.joules / 1e3:.2f} kJ, metered by {meter} ({energy.describe(meter)})" + split)
     if summary.failures:
         kinds = Counter(f.kind for f in summary.failed)
         joules = "" if summary.waste_joules is None else f", {summary.waste_joules / 1e3:.2f} kJ"

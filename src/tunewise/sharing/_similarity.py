@@ -32,6 +32,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from tunewise import spaces
+
 _RANDOM_VARIABLE = re.compile(r"^[blv]\d+$")  # how a trace's JSON names blocks, loops and sampled values
 
 
@@ -127,7 +129,7 @@ def task_signature(mod, target) -> Signature:
 
     from tunewise.stores._database import record_json
 
-    context = ms.TuneContext(mod, target=target, space_generator="post-order-apply", task_name="signature",
+    context = ms.TuneContext(mod, target=target, space_generator=spaces.generator(mod, target), task_name="signature",
                              num_threads=1)
     signatures = []
     for space in context.generate_design_space():

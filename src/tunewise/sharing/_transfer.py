@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tunewise import spaces
 from tunewise.sharing._similarity import divisors, inlined_blocks
 
 
@@ -33,10 +34,10 @@ def destination(mod, target) -> Destination:
     """The :class:`Destination` of a task module ``mod`` on ``target``."""
     from tvm.s_tir import meta_schedule as ms
 
-    context = ms.TuneContext(mod, target=target, space_generator="post-order-apply", task_name="transfer",
+    context = ms.TuneContext(mod, target=target, space_generator=spaces.generator(mod, target), task_name="transfer",
                              num_threads=1)
-    spaces = context.generate_design_space()
-    instructions = list(spaces[0].trace.insts) if spaces else []
+    sketches = context.generate_design_space()
+    instructions = list(sketches[0].trace.insts) if sketches else []
     return Destination(tuple(context.space_generator.postprocs),
                        tuple(instructions[i] for i in _inlined(instructions)))
 

@@ -1,0 +1,130 @@
+"""Building for an NVIDIA GPU on any machine: targets completed from a GPU's description, default GPU schedules
+on every function, MetaSchedule's CUDA search, and CUDA kernels compiled by NVRTC for the GPU's architecture."""
+
+import pytest
+
+from tunewise import default_schedules, target
+from tunewise.errors import TargetError
+
+
+def test_a_gpu_description_gives_a_complete_target(gpu_description):
+    config = target.cuda_config(gpu_description)
+    assert config["arch"] == "sm_90a" and config["max_threads_per_block"] == 1024
+    assert config["max_shared_memory_per_block"] == 49152 and config["thread_warp_size"] == 32
+    assert config["l2_cache_size_bytes"] == 52428800 and config["host"] == target.host_cpu()
+    built = target.resolve(config)
+    assert target.is_gpu(built) and not target.is_gpu(target.resolve(None))
+    assert target.num_cores(built) == target.num_cores(target.resolve(None))  # its host's: the search's threads
+
+
+def test_a_json_cuda_target_is_completed_and_keeps_what_it_gives(gpu_description):
+    completed = target.complete({"kind": "cuda", "max_shared_memory_per_block": 32768}, gpu_description)
+    assert completed["max_shared_memory_per_block"] == 32768 and completed["arch"] == "sm_90a"
+    assert target.complete({"kind": "cuda", "arch": "sm_80", "max_threads_per_block": 512,
+                            "max_shared_memory_per_block": 1, "thread_warp_size": 32}, None)["arch"] == "sm_80"
+
+
+def test_a_json_cpu_target_without_cores_gets_this_machines():
+    import os
+
+    assert int(target.resolve('{"kind": "llvm", "mcpu": "x86-64"}').attrs["num-cores"]) == os.cpu_count()
+
+
+@pytest.mark.skipif(target.cuda_description() is not None, reason="GPU 0 completes the target")
+@pytest.mark.parametrize("spec, expected", [
+    ('{"kind": "cuda", "arch": "sm_90a"}', "the cuda target lacks max_threads_per_block, "
+     "max_shared_memory_per_block, thread_warp_size, and this machine has no NVIDIA GPU"),
+    ("cuda", "target cuda needs an NVIDIA GPU, and this machine has none"),
+])
+def test_an_incomplete_cuda_target_is_refused_without_a_gpu(spec, expected):
+    with pytest.raises(TargetError, match=expected):
+        target.resolve(spec)
+
+
+def test_default_schedules_bind_every_loop_nest_on_a_gpu_only(gpu_target, host_target):
+    from tvm import te
+
+    a = te.placeholder((64, 64), name="a")
+    k = te.reduce_axis((0, 64), name="k")
+    row_sum = te.compute((64,), lambda i: te.sum(a[i, k], axis=k), name="row_sum")
+    import tvm
+
+    mod = tvm.IRModule({"main": te.create_prim_func([a, row_sum])})
+    assert default_schedules.apply(mod, host_target) is mod
+    scheduled = default_schedules.apply(mod, gpu_target)
+    script = scheduled.script()
+    assert 'thread="blockIdx.x"' in script and 'thread="threadIdx.x"' in script
+    assert "thread=" not in mod.script() and scheduled["main"].attrs["tirx.is_scheduled"]
+
+
+def _cuda_source(executable) -> str:
+    def walk(module):
+        yield module
+        for imported in module.imports:
+            yield from walk(imported)
+
+    (cuda,) = [m for m in walk(executable.mod) if m.kind == "cuda"]
+    return cuda.inspect_source()
+
+
+def _nvrtc(source: str, target) -> bytes:
+    from tvm.support import nvcc
+
+    with target:
+        return bytes(nvcc.compile_cuda(source, target_format="cubin", arch=str(target.attrs["arch"]),
+                                       compiler="nvrtc"))
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize("name", ["tiny-cnn", "tiny-gpt", "squeezenet1.1", "inception-cells"])
+def test_zoo_models_compile_for_a_gpu_with_default_schedules(gpu_target, name):
+    """Every function of the model at the default graph level, tasks and glue, runs under a default GPU
+    schedule: TVM refuses to build a kernel with an unbound loop nest, and NVRTC compiles every kernel."""
+    from tunewise import compile as compiler
+    from tunewise import frontend, tasks
+
+    model = tasks.extract(frontend.load(name), gpu_target)
+    source = _cuda_source(compiler.build(model))
+    assert source.count("__global__") >= len(model.tasks)
+    assert _nvrtc(source, gpu_target)[:4] == b"\x7fELF"  # a cubin for sm_90a
+
+
+@pytest.mark.tvm
+def test_a_tuned_cuda_schedule_is_compiled_and_the_rest_default(gpu_target, tmp_path):
+    """MetaSchedule's CUDA rules search a task for the completed target; a candidate built in the builder pool,
+    and its record applied at compilation, replaces that task's default schedule alone."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunewise import compile as compiler
+    from tunewise import frontend, measure, session, tasks
+
+    model = tasks.extract(frontend.load("tiny-mlp"), gpu_target)
+    search = session._TaskSearch(model.task_mods[0], model.tasks[0].name, gpu_target, 0, 1, 4)
+    database = ms.database.MemoryDatabase()
+    (candidate, _), *_ = search.sample(4, database, ms.cost_model.RandomModel())
+    pool = measure.BuilderPool(1, scratch=str(tmp_path))
+    try:
+        assert pool.submit(candidate.sch.mod, gpu_target).result()[0].endswith(".tar")
+    finally:
+        pool.close()
+    database.commit_tuning_record(ms.database.TuningRecord(
+        candidate.sch.trace, database.commit_workload(model.task_mods[0]), [1e-9], gpu_target, candidate.args_info))
+    untuned = _cuda_source(compiler.build(model))
+    tuned = _cuda_source(compiler.build(model.with_default_latencies([1.0] * len(model.tasks)), database))
+    assert tuned != untuned and tuned.count("__global__") == untuned.count("__global__")
+    assert _nvrtc(tuned, gpu_target)[:4] == b"\x7fELF"
+
+
+def test_a_gpu_searches_float32_tasks_without_tensor_cores(gpu_target, host_target):
+    import tvm
+    from tvm import te
+
+    from tunewise import spaces
+
+    def doubled(dtype):
+        a = te.placeholder((4,), name="a", dtype=dtype)
+        return tvm.IRModule({"main": te.create_prim_func([a, te.compute((4,), lambda i: a[i] * 2, name="b")])})
+
+    assert spaces.rules(doubled("float32"), gpu_target) == "cuda"
+    assert spaces.rules(doubled("float16"), gpu_target) == "cuda-tensorcore"
+    assert spaces.rules(doubled("float16"), host_target) == "from-target"
