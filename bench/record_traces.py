@@ -3,6 +3,11 @@
 Run by hand, never in CI (ResNet-18, 256 trials per task, 3 seeds: several hours on 2 cores)::
 
     .venv/bin/python bench/record_traces.py --model resnet18 --trials 256 --seeds 3
+    python3 bench/record_traces.py --model resnet18 --target cuda --trials 64 --seeds 1   # on GPU 0
+
+``--target`` takes what ``tunewise tune --target`` takes (default: this CPU); a GPU's trace is written to
+``bench/traces/MODEL-GPU.json.gz``, the GPU named (``nvidia-h100-80gb-hbm3``), and its meta holds the GPU's
+description (:func:`tunewise.target.cuda_description`).
 
 For each seed ``s`` and each task ``k``, a :class:`tunewise.session.Session` tunes a one-task model (the
 extracted model with only task ``k``, by ``dataclasses.replace``) in a fresh in-memory store (so no search
@@ -26,6 +31,7 @@ import argparse
 import dataclasses
 import math
 import os
+import re
 import time
 
 import provenance
@@ -72,11 +78,15 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="how many seeds to record")
     parser.add_argument("--out", default=None, help="default: bench/traces/MODEL.json.gz")
     parser.add_argument("--resume", action="store_true", help="append seeds to the trace already in --out")
+    parser.add_argument("--target", default=None, help="what tunewise tune --target takes (default: this CPU)")
     args = parser.parse_args()
-    out = args.out or os.path.join("bench", "traces", f"{args.model}.json.gz")
+    target = targets.resolve(args.target)
+    targets.check_runnable(target)
+    tvm_env.prepare(target.kind.name)
+    device = targets.cuda_description() if targets.is_gpu(target) else None
+    suffix = "" if device is None else "-" + re.sub(r"[^a-z0-9]+", "-", device["name"].lower()).strip("-")
+    out = args.out or os.path.join("bench", "traces", f"{args.model}{suffix}.json.gz")
 
-    target = targets.resolve(None)
-    tvm_env.prepare("llvm")
     settings = RunSettings(source=args.model)
     config = settings.measure
     measurer = prepare.make_measurer(target, settings)
@@ -84,7 +94,7 @@ def main() -> None:
     trace_tasks = tuple(TraceTask(t.name, t.weight, t.flops, t.default_latency) for t in model.tasks)
     meta = {"target": str(target), "trials_per_task": args.trials, "trials_per_slot": 16,
             "measure": dataclasses.asdict(config), "evaluator": repr(measurer.evaluator),
-            "recorded": [provenance.stamp()]}
+            "recorded": [provenance.stamp()], **({} if device is None else {"device": device})}
     runs: list = []
     if args.resume:
         old = Trace.load(out)

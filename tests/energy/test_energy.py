@@ -105,3 +105,32 @@ def test_create_rejects_bad_input_in_one_line(name, kwargs, message):
     with pytest.raises(InputError) as err:
         energy.create(name, **kwargs)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_gpu_and_its_host_are_metered_side_by_side_and_labelled(tmp_path):
+    package = zone(tmp_path, "intel-rapl:0", "package-0", 0)
+    gpu_side, host = energy.create("rapl", root=str(tmp_path)), energy.create("estimate")
+    meter = energy.Combined(meters=[gpu_side, host])
+    assert meter.name == "rapl+estimate" and energy.is_valid(meter.name) and not energy.is_valid("rapl+wattmeter")
+    set_counter(package, 2_000_000)
+    time.sleep(0.01)
+    sum(i * i for i in range(300_000))  # CPU work the estimate sees
+    parts = meter.parts()
+    assert parts["rapl"] == energy.Reading(2.0, estimated=False) and parts["estimate"].estimated
+    reading = meter.read()
+    assert reading.estimated and reading.joules == pytest.approx(2.0 + host.read().joules, abs=0.5)
+    assert energy.describe(meter.name) == "CPU packages, RAPL + CPU, estimated from CPU time"
+    with pytest.raises(ValueError, match="two meters or more"):
+        energy.Combined(meters=[host])
+
+
+def test_a_gpu_run_meters_its_host_where_nvml_cannot_be_read():
+    try:
+        energy.create("nvml")
+    except MeterUnavailable:
+        assert energy.for_device("auto", gpu=True).name == energy.create("auto").name
+        with pytest.raises(MeterUnavailable, match="nvml"):
+            energy.create("nvml+estimate")
+    else:
+        assert energy.for_device("auto", gpu=True).name.startswith("nvml+")
+    assert energy.for_device("estimate", gpu=True).name == "estimate"
