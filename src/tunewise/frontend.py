@@ -228,8 +228,29 @@ def from_onnx_file(path: str, *, input_shapes: dict[str, tuple[int, ...]] | None
     try:
         mod = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
     except Exception as err:
-        raise ModelImportError(f"cannot import {path}: {message_line(err)}") from None
+        try:  # e.g. "Dynamic pads are not supported": pads an exporter computes from constants at run time
+            mod = from_onnx(_constants_folded(model), shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
+        except Exception:
+            raise ModelImportError(f"cannot import {path}: {message_line(err)}") from None
     return ImportedModel(name, mod, tuple(feeds[k] for k in shapes), reference)
+
+
+def _constants_folded(model):
+    """``model`` with what it computes from constants alone computed once, by onnxruntime's basic graph
+    optimisations (constant folding and redundant-node elimination, in standard ONNX operators). TVM's importer
+    takes some operands (a ``Pad``'s pads, a ``Reshape``'s shape) only as constants, where exporters may emit
+    them as small subgraphs of constants."""
+    import tempfile
+
+    import onnx
+    import onnxruntime
+
+    with tempfile.TemporaryDirectory(prefix="tunewise-onnx-") as folder:
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = os.path.join(folder, "folded.onnx")
+        onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return onnx.load(options.optimized_model_filepath)
 
 
 def parse_input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:

@@ -1,0 +1,169 @@
+"""Held-out models: kinds the zoo lacks, never tuned for, written out as ``.pt2`` and ONNX files.
+
+    .venv/bin/python bench/heldout_models.py --out /tmp/heldout      # writes NAME.pt2 and NAME.onnx for each
+    .venv/bin/tunewise tune /tmp/heldout/unet.pt2 --time-budget 3m
+
+Plain torch, random weights seeded by ``--seed``:
+
+- ``unet``: an encoder-decoder with strided convolutions, transposed convolutions, bilinear upsampling and skip
+  concatenations (1x3x64x64);
+- ``vit``: a small vision transformer, a patch-embedding convolution, a class token, pre-norm encoder blocks
+  with GELU (1x3x64x64);
+- ``mobile-silu``: depthwise-separable blocks with SiLU, Hardswish and squeeze-and-excitation (1x3x96x96);
+- ``tcn``: a 1-D convolutional sequence model with dilated causal convolutions and a transposed 1-D
+  convolution (1x16x256);
+- ``grouped``: a ResNeXt-style network of grouped convolutions with channel shuffles (1x3x64x64).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class UNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc1 = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+        self.enc2 = nn.Sequential(nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU())
+        self.enc3 = nn.Sequential(nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.BatchNorm2d(64), nn.ReLU())
+        self.up3 = nn.ConvTranspose2d(64, 32, 2, stride=2)
+        self.dec2 = nn.Sequential(nn.Conv2d(64, 32, 3, padding=1), nn.ReLU())
+        self.dec1 = nn.Sequential(nn.Conv2d(48, 16, 3, padding=1), nn.ReLU())
+        self.head = nn.Conv2d(16, 2, 1)
+
+    def forward(self, x):
+        e1 = self.enc1(x)
+        e2 = self.enc2(e1)
+        e3 = self.enc3(e2)
+        d2 = self.dec2(torch.cat([self.up3(e3), e2], dim=1))
+        d1 = F.interpolate(d2, scale_factor=2, mode="bilinear", align_corners=False)
+        return self.head(self.dec1(torch.cat([d1, e1], dim=1)))
+
+
+class ViT(nn.Module):
+    def __init__(self, patch: int = 8, dim: int = 128, depth: int = 4, heads: int = 4, classes: int = 10):
+        super().__init__()
+        self.embed = nn.Conv2d(3, dim, patch, stride=patch)
+        self.cls = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
+        self.positions = nn.Parameter(torch.randn(1, (64 // patch) ** 2 + 1, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, heads, 2 * dim, dropout=0.0, activation="gelu", batch_first=True,
+                                           norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        tokens = self.embed(x).flatten(2).transpose(1, 2)
+        tokens = torch.cat([self.cls.expand(x.shape[0], -1, -1), tokens], dim=1) + self.positions
+        return self.head(self.norm(self.encoder(tokens))[:, 0])
+
+
+class SqueezeExcite(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.reduce, self.expand = nn.Conv2d(channels, channels // 4, 1), nn.Conv2d(channels // 4, channels, 1)
+
+    def forward(self, x):
+        return x * torch.sigmoid(self.expand(F.silu(self.reduce(F.adaptive_avg_pool2d(x, 1)))))
+
+
+class SeparableBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int, activation: type[nn.Module]):
+        super().__init__()
+        hidden = 4 * cin
+        self.body = nn.Sequential(
+            nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden), activation(),
+            nn.Conv2d(hidden, hidden, 3, stride=stride, padding=1, groups=hidden, bias=False), nn.BatchNorm2d(hidden),
+            activation(), SqueezeExcite(hidden), nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        return x + self.body(x) if self.residual else self.body(x)
+
+
+class MobileSiLU(nn.Module):
+    def __init__(self, classes: int = 10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(16),
+                                  nn.Hardswish())
+        self.blocks = nn.Sequential(SeparableBlock(16, 24, 2, nn.SiLU), SeparableBlock(24, 24, 1, nn.SiLU),
+                                    SeparableBlock(24, 40, 2, nn.Hardswish), SeparableBlock(40, 40, 1, nn.Hardswish))
+        self.head = nn.Linear(40, classes)
+
+    def forward(self, x):
+        return self.head(F.adaptive_avg_pool2d(self.blocks(self.stem(x)), 1).flatten(1))
+
+
+class TCN(nn.Module):
+    def __init__(self, channels: int = 64, levels: int = 4):
+        super().__init__()
+        self.inp = nn.Conv1d(16, channels, 1)
+        self.convs = nn.ModuleList(nn.Conv1d(channels, channels, 3, dilation=2 ** i) for i in range(levels))
+        self.down = nn.Conv1d(channels, channels, 4, stride=2, padding=1)
+        self.up = nn.ConvTranspose1d(channels, channels, 4, stride=2, padding=1)
+        self.out = nn.Conv1d(channels, 8, 1)
+
+    def forward(self, x):
+        h = self.inp(x)
+        for i, conv in enumerate(self.convs):
+            h = h + F.relu(conv(F.pad(h, (2 * 2 ** i, 0))))  # causal: padded on the left only
+        return self.out(self.up(F.relu(self.down(h))))
+
+
+class Grouped(nn.Module):
+    def __init__(self, classes: int = 10, groups: int = 4):
+        super().__init__()
+        self.groups = groups
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU())
+        self.stages = nn.ModuleList(nn.Sequential(
+            nn.Conv2d(c, c, 1, groups=groups), nn.BatchNorm2d(c), nn.ReLU(),
+            nn.Conv2d(c, c, 3, padding=1, groups=groups * 2), nn.BatchNorm2d(c), nn.ReLU(),
+            nn.Conv2d(c, c, 1, groups=groups), nn.BatchNorm2d(c)) for c in (32, 32))
+        self.head = nn.Linear(32, classes)
+
+    def forward(self, x):
+        h = self.stem(x)
+        for stage in self.stages:
+            n, c, height, width = h.shape
+            shuffled = h.view(n, self.groups, c // self.groups, height, width).transpose(1, 2).reshape(n, c, height,
+                                                                                                      width)
+            h = F.relu(h + stage(shuffled))
+        return self.head(F.adaptive_avg_pool2d(h, 1).flatten(1))
+
+
+MODELS = {"unet": (UNet, (1, 3, 64, 64)), "vit": (ViT, (1, 3, 64, 64)), "mobile-silu": (MobileSiLU, (1, 3, 96, 96)),
+          "tcn": (TCN, (1, 16, 256)), "grouped": (Grouped, (1, 3, 64, 64))}
+
+
+def write(name: str, folder: str, seed: int = 0) -> tuple[str, str]:
+    """Model ``name`` with weights seeded by ``seed``, saved as ``folder/NAME.pt2`` (its ``torch.export``
+    program) and ``folder/NAME.onnx``; returns both paths."""
+    cls, shape = MODELS[name]
+    torch.manual_seed(seed)
+    model = cls().eval()
+    example = (torch.randn(*shape),)
+    pt2, onnx = os.path.join(folder, f"{name}.pt2"), os.path.join(folder, f"{name}.onnx")
+    torch.export.save(torch.export.export(model, example), pt2)
+    torch.onnx.export(model, example, onnx, dynamo=False, input_names=["x"])
+    return pt2, onnx
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="heldout-models")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    for name in args.models.split(","):
+        for path in write(name, args.out, args.seed):
+            print(path)
+
+
+if __name__ == "__main__":
+    main()
