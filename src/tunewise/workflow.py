@@ -95,7 +95,7 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
     rules, whole-model checks, energy meter and candidate filter of :class:`~tunewise.settings.RunSettings`.
 
     ``callbacks`` (:mod:`tunewise.callbacks`: instances or names) are told every step and slot. ``progress``
-    adds the live display of ``tunewise tune`` (:class:`tunewise.progress.LiveProgress`); by default it is
+    adds the live display of ``tunewise tune`` (:class:`tunewise.callbacks.create("progress")`); by default it is
     on when standard output is a terminal or a notebook.
 
     Every trial goes to ``store`` (a :class:`~tunewise.stores.Store` or its URL; default

@@ -37,7 +37,7 @@ def test_callbacks_are_told_every_recorded_slot(tiny_mlp, measurer):
 def test_create_builds_by_name_and_rejects_unknown_names():
     log = callbacks.create("slot-log")
     assert isinstance(log, callbacks.SlotLog) and callbacks.create(log) is log
-    from tunewise.progress import LiveProgress
+    from tunewise.callbacks._progress import LiveProgress
 
     assert isinstance(callbacks.create("progress"), LiveProgress)
     with pytest.raises(InputError, match="unknown callback 'beep'; valid names: progress, slot-log"):

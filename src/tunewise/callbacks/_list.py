@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tunewise.callbacks._base import Callback
+from tunewise.callbacks._registry import create
 
 
 class CallbackList(Callback):
@@ -12,8 +13,6 @@ class CallbackList(Callback):
     order."""
 
     def __init__(self, callbacks: Iterable[Callback | str] = ()):
-        from tunewise.callbacks import create
-
         self.callbacks = [create(c) for c in callbacks]
 
     def phase(self, text: str) -> None:

@@ -16,12 +16,13 @@ tunewise.errors.InputError: unknown runner 'ssh'; valid names: local, rpc://HOST
 from __future__ import annotations
 
 from tunewise import _factory
+from tunewise.candidate_runners._arguments import alloc_arguments
 from tunewise.candidate_runners._base import CandidateRunner
 from tunewise.candidate_runners._local import Local
 from tunewise.candidate_runners._rpc import PREFIX, RPC, parse
 from tunewise.errors import InputError
 
-__all__ = ["DEFAULT", "RPC", "CandidateRunner", "Local", "create", "is_valid", "names"]
+__all__ = ["DEFAULT", "RPC", "CandidateRunner", "Local", "alloc_arguments", "create", "is_valid", "names"]
 
 DEFAULT = "local"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tunewise.candidate_runners._arguments import alloc_arguments
 from tunewise.candidate_runners._base import CandidateRunner
 
 
@@ -18,7 +19,6 @@ class Local(CandidateRunner):
         from tvm.s_tir.meta_schedule.runner import LocalRunner
 
         from tunewise import interrupts
-        from tunewise.measure import alloc_arguments
         from tunewise.target import device_type
 
         self.target, self.config = target, config

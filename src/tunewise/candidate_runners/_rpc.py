@@ -7,6 +7,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tunewise.candidate_runners._arguments import alloc_arguments
 from tunewise.candidate_runners._base import CandidateRunner
 from tunewise.errors import InputError, message_line
 
@@ -50,7 +51,6 @@ class RPC(CandidateRunner):
         from tvm.s_tir.meta_schedule.runner import RPCConfig, RPCRunner
 
         from tunewise import interrupts
-        from tunewise.measure import alloc_arguments
         from tunewise.target import device_type
 
         self.target, self.config, self.key = target, config, key

@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from tunewise.callbacks import Callback
+from tunewise.callbacks._base import Callback
 
 _BARS = "▁▂▃▄▅▆▇█"
 NAME_WIDTH = 48

@@ -5,7 +5,7 @@ import io
 import pytest
 from rich.console import Console
 
-from tunewise.progress import NAME_WIDTH, LiveProgress, shorten, sparkline, time_left
+from tunewise.callbacks._progress import NAME_WIDTH, LiveProgress, shorten, sparkline, time_left
 from tunewise.session import Budget, SlotEvent
 from tunewise.state import Snapshot, TaskView
 
