@@ -25,6 +25,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from tunewise.estimate import model_latency
 from tunewise.ledger import Budget, Ledger
 from tunewise.state import Snapshot
 
@@ -83,8 +84,8 @@ class Trace:
     def best_reachable(self, seed_index: int) -> float:
         """The model latency once every task has its best recorded trial: ``sum(weight * min(default,
         best))`` over the tasks (seconds)."""
-        return sum(t.weight * min([t.default_latency, *r.latencies])
-                   for t, r in zip(self.tasks, self.runs[seed_index], strict=True))
+        return model_latency((t.weight, t.default_latency, min(r.latencies, default=math.inf))
+                             for t, r in zip(self.tasks, self.runs[seed_index], strict=True))
 
     def save(self, path: str) -> None:
         """Write the trace as gzip-compressed JSON (``inf`` stored as ``null``); :meth:`load` reads it back."""

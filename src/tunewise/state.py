@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from tunewise.estimate import model_latency, task_latency
+
 
 @dataclass(frozen=True)
 class TaskView:
@@ -51,7 +53,7 @@ class TaskView:
     @property
     def current_latency(self) -> float:
         """The latency this task contributes now: its best, or its default latency while untuned."""
-        return min(self.best, self.default_latency)
+        return task_latency(self.default_latency, self.best)
 
     @property
     def gflops(self) -> float:
@@ -86,12 +88,12 @@ class Snapshot:
 
     def estimated_latency(self) -> float:
         """Model latency estimate: the weighted sum of each task's current latency."""
-        return sum(t.weight * t.current_latency for t in self.tasks)
+        return model_latency((t.weight, t.default_latency, t.best) for t in self.tasks)
 
     def untuned_latency(self) -> float:
         """Model latency estimate before tuning: the weighted sum of the default latencies (``inf`` while one
         is unknown or failed)."""
-        return sum(t.weight * t.default_latency for t in self.tasks)
+        return model_latency((t.weight, t.default_latency, math.inf) for t in self.tasks)
 
 
 @dataclass(frozen=True)

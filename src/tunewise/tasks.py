@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 
 from tunewise import graph
+from tunewise.estimate import model_latency
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class ExtractedModel:
 
     def untuned_latency(self) -> float:
         """Sum of weighted default latencies: the model-latency estimate before any tuning."""
-        return sum(t.weight * t.default_latency for t in self.tasks)
+        return model_latency((t.weight, t.default_latency, math.inf) for t in self.tasks)
 
 
 def _flops(mod) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tunewise.estimate import model_latency, task_latency
 from tunewise.stores import Artifact, Checkpoint, ModelLatency, Run, Store
 
 
@@ -26,7 +27,7 @@ class TaskSummary:
 
     @property
     def current_latency(self) -> float:
-        return min(self.best, self.default_latency)
+        return task_latency(self.default_latency, self.best)
 
 
 @dataclass(frozen=True)
@@ -86,15 +87,16 @@ def summarize(store: Store, run: int) -> RunSummary:
         best = min(t.latency, curves[t.task][-1][1] if curves[t.task] else math.inf)
         curves[t.task].append((len(curves[t.task]) + 1, best))
         failures[t.task] += t.error is not None
-    current = [min(c[-1][1] if c else math.inf, s.default_latency) for c, s in zip(curves, stored_tasks, strict=True)]
-    estimate = sum(s.weight * latency for s, latency in zip(stored_tasks, current, strict=True))
+    bests = [c[-1][1] if c else math.inf for c in curves]
+    current = [task_latency(s.default_latency, best) for s, best in zip(stored_tasks, bests, strict=True)]
+    estimate = model_latency((s.weight, s.default_latency, best) for s, best in zip(stored_tasks, bests, strict=True))
     total_seconds = sum(seconds)
     tasks = tuple(
         TaskSummary(s.index, s.name, s.weight, len(curve), fails, curve[-1][1] if curve else math.inf,
                     s.default_latency, s.weight * latency / estimate if 0 < estimate < math.inf else 0.0,
                     spent, spent / total_seconds if total_seconds > 0 else 0.0, tuple(curve))
         for s, curve, fails, latency, spent in zip(stored_tasks, curves, failures, current, seconds, strict=True))
-    untuned = sum(s.weight * s.default_latency for s in stored_tasks) if stored_tasks else math.inf
+    untuned = model_latency((s.weight, s.default_latency, math.inf) for s in stored_tasks) if stored_tasks else math.inf
     estimate = estimate if stored_tasks else math.inf  # an import has no tasks: no model to estimate
     curve = ((0.0, untuned), *((c.elapsed, c.latency) for c in checkpoints if c.trials))
     measured = tuple(store.get_model_latencies(run))
