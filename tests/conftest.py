@@ -79,6 +79,80 @@ def tiny_mlp(host_target, measurer):
 
 
 
+def _transposed_models() -> dict:
+    """name: (module, input shape, operators its tasks must include at the default graph level), seeded."""
+    import torch
+
+    class UNet(torch.nn.Module):
+        """A small U-Net: strided convolutions down, a transposed convolution and a bilinear resize up, skip
+        connections joined by ``torch.cat``."""
+
+        def __init__(self):
+            super().__init__()
+            self.encode = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.down = torch.nn.Conv2d(8, 16, 3, stride=2, padding=1)
+            self.middle, self.up = torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ConvTranspose2d(16, 8, 2, stride=2)
+            self.decode, self.head = torch.nn.Conv2d(16, 8, 3, padding=1), torch.nn.Conv2d(16, 2, 1)
+
+        def forward(self, x):
+            skip = torch.relu(self.encode(x))
+            middle = torch.relu(self.middle(torch.relu(self.down(skip))))
+            decoded = torch.relu(self.decode(torch.cat([torch.relu(self.up(middle)), skip], dim=1)))
+            resized = torch.nn.functional.interpolate(middle, scale_factor=2, mode="bilinear", align_corners=False)
+            return self.head(torch.cat([decoded, resized[:, :8]], dim=1))
+
+    class Transposed1d(torch.nn.Module):
+        """A 2-d convolution over one row, then 1-d ones: a strided one down and a transposed one back up,
+        joined to the row by ``torch.cat``."""
+
+        def __init__(self):
+            super().__init__()
+            self.row = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.down = torch.nn.Conv1d(8, 8, 3, stride=2, padding=1)
+            self.up = torch.nn.ConvTranspose1d(8, 4, 4, stride=2, padding=1)
+
+        def forward(self, x):
+            row = torch.relu(self.row(x)).squeeze(2)
+            return torch.cat([self.up(torch.relu(self.down(row))), row], dim=1)
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return {"unet-2d": (UNet().eval(), torch.randn(1, 3, 32, 32), ("conv2d_transpose", "resize2d")),
+                "transposed-1d": (Transposed1d().eval(), torch.randn(1, 3, 1, 16), ("conv1d_transpose",))}
+
+
+@pytest.fixture(scope="session", params=["unet-2d", "transposed-1d"])
+def transposed_model(request, tmp_path_factory):
+    """``(path, operators)``: a ``.pt2`` file of a small model with transposed convolutions (a U-Net with a
+    bilinear resize too, or a 1-d one), and the operators its tasks must include at the default level."""
+    import torch
+
+    model, x, operators = _transposed_models()[request.param]
+    path = str(tmp_path_factory.mktemp("transposed") / f"{request.param}.pt2")
+    torch.export.save(torch.export.export(model, (x,)), path)
+    return path, operators
+
+
+@pytest.fixture(scope="session")
+def uncompilable_model():
+    """An imported model whose ``relax.ewise_fma`` (a fused multiply-add that Relax has no lowering for) no
+    graph level can compile."""
+    import numpy as np
+    from tvm import relax
+
+    from tunewise import frontend
+
+    builder = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4, 8), "float32"))
+    with builder.function("main", [x]):
+        with builder.dataflow():
+            y = builder.emit(relax.op.nn.relu(x))
+            out = builder.emit_output(relax.op.add(builder.emit(relax.op.ewise_fma(y, y, x)), x))
+        builder.emit_func_output(out)
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    return frontend.ImportedModel("fma", builder.get(), (x,), (np.maximum(x, 0) ** 2 + 2 * x,))
+
+
 @pytest.fixture(scope="session")
 def tuned_store(tiny_mlp, measurer, tmp_path_factory):
     """A SQLite store with two short real tuning runs of tiny-mlp, of different schedulers.

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -125,6 +126,31 @@ def test_runs_show_report_and_records(capsys, tuned_store, tmp_path):
     assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["1", "imported"]
     assert "no run 7" in _one_line_error(capsys, ["show", "7", "--store", store.url])
     assert "import of records" in _one_line_error(capsys, ["tune", "--resume", "1", "--store", fresh])
+
+
+@pytest.mark.tvm
+def test_tasks_lists_transposed_convolutions_and_resizes(capsys, transposed_model):
+    path, operators = transposed_model
+    assert cli.main(["tasks", path, "--no-measure", "--no-groups"]) == 0
+    listing = capsys.readouterr().out
+    assert all(operator in listing for operator in operators), listing
+
+
+@pytest.mark.tvm
+@pytest.mark.timing
+def test_an_operator_no_level_compiles_stops_tune_in_seconds(capsys, tmp_path, monkeypatch, uncompilable_model):
+    from tunewise import frontend
+
+    monkeypatch.setattr(frontend, "load", lambda *args, **kwargs: uncompilable_model)
+    url, out = f"sqlite:///{tmp_path}/tunewise.db", tmp_path / "artifact"
+    start = time.perf_counter()
+    code = cli.main(["tune", "tiny-mlp", "--time-budget", "3m", "--no-references", "--store", url, "-o", str(out)])
+    assert time.perf_counter() - start < 60  # not the budget: before the first slot
+    *progress, error = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and error == ("tunewise: error: cannot compile the model at any graph level: TVM cannot lower "
+                                   "operator relax.ewise_fma for this target (function main)")
+    assert [line.split(maxsplit=2)[-1] for line in progress] == ["importing the model", "extracting tasks"]
+    assert stores.create(url).get_runs() == [] and not out.exists()  # no run was started, nothing tuned
 
 
 def test_streams_prints_a_plan(capsys):

@@ -10,7 +10,7 @@ import torch
 
 from tunewise import compile as compiler
 from tunewise import frontend, graph, tasks, zoo
-from tunewise.errors import InputError
+from tunewise.errors import InputError, UnsupportedOperatorError
 
 pytestmark = pytest.mark.tvm
 
@@ -209,6 +209,61 @@ def test_a_failing_step_leaves_the_function_as_it_was_and_says_so(host_target, f
         kept = graph._apply_step(mod, "nhwc", graph.LAYOUT_STEP, [layout])
     assert kept["main"].same_as(mod["main"])
     assert len(fallbacks) == 1 and "channels-last layout step failed on function main" in fallbacks[0]
+
+
+def test_transposed_convolutions_and_resizes_are_tasks_at_the_default_level(host_target, fallbacks,
+                                                                           transposed_model):
+    path, operators = transposed_model
+    extracted = tasks.extract(frontend.load(path), host_target)
+    names = [t.name for t in extracted.tasks]
+    for operator in operators:  # each a task of its own, not a high-level operator left for the VM
+        assert any(operator in n for n in names), (operator, names)
+    assert any(s[-1] == 3 for s in _conv_shapes(extracted, 0))  # the 2-d convolutions did move to channels-last
+    compiled = compiler.CompiledModel(compiler.build(extracted), host_target)
+    assert compiler.verify(compiled, extracted.inputs, extracted.reference_outputs) < 1e-4
+    assert fallbacks == []
+
+
+def test_a_step_whose_result_cannot_compile_falls_back_for_that_function(host_target, fallbacks, transposed_model,
+                                                                         monkeypatch):
+    path, operators = transposed_model
+    imported = frontend.load(path)
+    folded = tasks.extract(imported, host_target, level="fold-bn")
+    # without a layout of their own, the transposed convolutions take their input's channels-last layout,
+    # which no TOPI lowering takes: the layout step is undone for the function, as at the level below
+    monkeypatch.setattr(graph, "LAYOUTS", {"relax.nn.conv2d": ["NHWC", "HWIO"]})
+    extracted = tasks.extract(imported, host_target)
+    assert len(fallbacks) == 1, fallbacks
+    assert ("channels-last layout step, function main cannot compile" in fallbacks[0]
+            and f"relax.nn.{operators[0]}" in fallbacks[0]), fallbacks
+    assert sorted(_conv_shapes(extracted, 0)) == sorted(_conv_shapes(folded, 0))  # NCHW, as at fold-bn
+    names = [t.name for t in extracted.tasks]
+    assert all(any(operator in n for n in names) for operator in operators), names
+    compiled = compiler.CompiledModel(compiler.build(extracted), host_target)
+    assert compiler.verify(compiled, extracted.inputs, extracted.reference_outputs) < 1e-4
+
+
+@pytest.mark.parametrize("level", graph.LEVELS)
+def test_an_operator_no_level_compiles_is_one_line_naming_it(host_target, uncompilable_model, level):
+    with pytest.raises(UnsupportedOperatorError) as raised:
+        tasks.extract(uncompilable_model, host_target, level=level)
+    assert str(raised.value) == ("cannot compile the model at any graph level: TVM cannot lower operator "
+                                 "relax.ewise_fma for this target (function main)")
+
+
+def test_an_operator_whose_lowering_raises_is_named_with_the_reason(host_target):
+    from tvm import relax
+
+    builder = relax.BlockBuilder()
+    q = relax.Var("q", relax.TensorType((1, 8, 2, 4), "float32"))
+    with builder.function("main", [q]):
+        with builder.dataflow():
+            out = builder.emit_output(relax.op.nn.attention(q, q, q, causal_mask="TopLeft", window_size=4))
+        builder.emit_func_output(out)
+    imported = frontend.ImportedModel("windowed", builder.get(), (np.zeros((1, 8, 2, 4), np.float32),), ())
+    with pytest.raises(UnsupportedOperatorError, match="TVM cannot lower operator relax.nn.attention: "
+                                                       "Legalization for sliding-window attention"):
+        tasks.extract(imported, host_target)
 
 
 class _Clipped(torch.nn.Module):

@@ -48,3 +48,7 @@ class RunBusyError(TunewiseError):
 class ModelInputError(InputError):
     """A compiled model was called with inputs it cannot take: their number, shape, dtype, or indices out of
     range."""
+
+
+class UnsupportedOperatorError(ModelImportError):
+    """The model has an operator that TVM imports but cannot compile for the target at any graph level."""

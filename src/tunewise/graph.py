@@ -16,9 +16,17 @@ compilation splits those weight rewrites out of the operators and folds them int
 A level is a list of steps. The channels-last step runs only on a module with a 2-d convolution, after the
 negative axes of the operators that Relax's ``ConvertLayout`` cannot remap (it fails on them with
 ``std::bad_alloc``) are made non-negative, and ``clip`` (which it would wrap in transposes) is written as
-``maximum`` and ``minimum``. From ``fold-bn`` on, a last step writes ``erf`` and GELU with an ``erf`` that
-vectorises (:func:`vectorisable_erf`). A step that fails on a function leaves that function as it was
-before the step, and a warning on the ``tunewise.graph`` logger says so.
+``maximum`` and ``minimum``. It keeps transposed convolutions in NCHW (NCW) data and IOHW (IOW) weights, the
+only layouts ``LegalizeOps`` lowers them in (TOPI has no channels-last transposed convolution), with
+transposes around them; resizes and pools take the channels-last layout. From ``fold-bn`` on, a last step
+writes ``erf`` and GELU with an ``erf`` that vectorises (:func:`vectorisable_erf`).
+
+Every function of the optimised module compiles: :func:`optimize` lowers it as extraction does and looks for
+operators left that the VM cannot run (:func:`cannot_compile`). A step that fails on a function, or leaves in
+it an operator that does not compile where the function compiled before the step, leaves that function as it
+was before the step (a function the channels-last step leaves uncompilable is optimised as at ``fold-bn``),
+and a warning on the ``tunewise.graph`` logger says so. An operator that no level compiles is an
+:class:`~tunewise.errors.UnsupportedOperatorError` naming it, raised before anything is tuned.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from __future__ import annotations
 import logging
 import math
 
-from tunewise.errors import InputError, message_line
+from tunewise.errors import InputError, UnsupportedOperatorError, message_line
 
 LEVELS = ("none", "decompose", "fold-bn", "nhwc", "prepack")
 DEFAULT_LEVEL = "nhwc"
@@ -35,6 +43,14 @@ LAYOUT_STEP = "channels-last layout"
 _log = logging.getLogger(__name__)
 # operators whose ``axis`` attribute ConvertLayout cannot remap when negative; all take (x, axis, keepdims)
 _REDUCTIONS = ("max", "min", "sum", "mean", "prod", "std", "variance", "argmax", "argmin")
+# the layouts of the channels-last step: convolutions channels-last, transposed convolutions in the only layouts
+# LegalizeOps lowers them in (ConvertLayout would otherwise give them the channels-last data of their input)
+LAYOUTS = {"relax.nn.conv2d": ["NHWC", "HWIO"], "relax.nn.conv2d_transpose": ["NCHW", "IOHW"],
+           "relax.nn.conv1d_transpose": ["NCW", "IOW"]}
+# the operators the Relax VM's code generator emits itself; every other operator must have become a call of a
+# function (a TIR kernel, a packed function) by the end of the compilation pipeline
+VM_OPERATORS = frozenset({"relax.call_builtin_with_ctx", "relax.vm.alloc_storage", "relax.vm.alloc_tensor",
+                          "relax.vm.kill_object", "relax.null_value"})
 
 
 def _steps(level: str) -> list[tuple[str, list]]:
@@ -49,27 +65,91 @@ def _steps(level: str) -> list[tuple[str, list]]:
         return [("decompose", decompose)]
     steps = [("fold-bn", [relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant(), *decompose])]
     if level in ("nhwc", "prepack"):  # output channels innermost in data and weights: the search vectorises them
-        steps.append((LAYOUT_STEP, [normalize_axes(), clip_as_min_max(), relax.transform.ConvertLayout(
-            {"relax.nn.conv2d": ["NHWC", "HWIO"]}), relax.transform.FoldConstant()]))
+        steps.append((LAYOUT_STEP, [normalize_axes(), clip_as_min_max(), relax.transform.ConvertLayout(LAYOUTS),
+                                    relax.transform.FoldConstant()]))
     steps.append(("vectorisable erf", [vectorisable_erf()]))  # after the layout step, which has no rule for it
     return steps
 
 
 def optimize(mod, target, level: str = DEFAULT_LEVEL):
-    """Run the graph-level passes of ``level`` on ``mod`` for ``target``; returns a new module."""
+    """Run the graph-level passes of ``level`` on ``mod`` for ``target``; returns a new module, every function
+    of which compiles. Raises :class:`~tunewise.errors.UnsupportedOperatorError` on an operator that compiles
+    at no level."""
+    return optimize_and_lower(mod, target, level)[0]
+
+
+def optimize_and_lower(mod, target, level: str = DEFAULT_LEVEL) -> tuple:
+    """``(optimize(mod, target, level), lower(...) of it)``: the module to compile and the module to extract
+    tasks from."""
     import tvm
 
     steps = _steps(level)
+    notes: list[str] = []  # the warnings of the steps that fell back, given for the run whose result is kept
     with target, tvm.transform.PassContext(opt_level=3):
-        for name, passes in steps:
-            if name == LAYOUT_STEP and not has_operator(mod, "relax.nn.conv2d"):
-                continue
-            mod = _apply_step(mod, level, name, passes)
+        result = _run_steps(mod, level, steps, notes=notes)
+        lowered, failing = _lower_checked(result, target, level)
+        if failing:  # again, each step kept only in the functions that compile after it
+            notes.clear()
+            result = _run_steps(mod, level, steps, target, notes=notes)
+            lowered, failing = _lower_checked(result, target, level)
+        for note in notes:
+            _log.warning("%s", note)
+        if failing:
+            raise UnsupportedOperatorError("cannot compile the model at any graph level: " + "; ".join(
+                f"{reason} (function {name})" for name, reason in failing.items()))
+    return result, lowered
+
+
+def _run_steps(mod, level: str, steps: list, target=None, *, notes: list[str] | None = None):
+    """``mod`` after ``steps``; with ``target``, each step kept only in the functions that compile after it or
+    did not before it (:func:`_apply_step`)."""
+    for name, passes in steps:
+        if name == LAYOUT_STEP and not has_operator(mod, "relax.nn.conv2d"):
+            continue
+        mod = _apply_step(mod, level, name, passes, target, notes=notes)
     return mod
 
 
-def _apply_step(mod, level: str, name: str, passes: list):
-    """``passes`` applied to ``mod``; where they fail, function by function, keeping those they fail on."""
+def _only(mod, names):
+    """``mod`` with only the Relax functions named ``names`` and every function that is not a Relax function."""
+    import tvm
+    from tvm import relax
+
+    return tvm.IRModule({gv: f for gv, f in mod.functions.items()
+                         if gv.name_hint in names or not isinstance(f, relax.Function)}, attrs=mod.attrs)
+
+
+def _apply_step(mod, level: str, name: str, passes: list, target=None, *, notes: list[str] | None = None):
+    """``passes`` applied to ``mod``; where they fail, function by function, keeping those they fail on. With
+    ``target``, a function that compiled before the step and does not after it (:func:`cannot_compile`) is
+    kept as it was too. Each function kept is a warning on the logger, or a line appended to ``notes``."""
+    import tvm
+
+    warn = _log.warning if notes is None else (lambda text, *args: notes.append(text % args))
+    result = _apply_passes(mod, level, name, passes, warn)
+    if target is None:
+        return result
+    _, after = _lower_checked(result, target, level)
+    before = _lower_checked(mod, target, level)[1] if after else {}
+    kept = {}
+    present = {gv.name_hint for gv in mod.functions} & {gv.name_hint for gv in result.functions}
+    for function, reason in after.items():
+        if function not in before and function in present:
+            warn("graph level %s: after the %s step, function %s cannot compile (%s); it stays without that step",
+                 level, name, function, reason)
+            kept[result.get_global_var(function)] = mod[function]
+    if not kept:
+        return result
+    functions = dict(result.functions)
+    names = {gv.name_hint for gv in functions}
+    functions.update({gv: f for gv, f in mod.functions.items() if gv.name_hint not in names})  # what they call
+    functions.update(kept)
+    return tvm.IRModule(functions, attrs=result.attrs)
+
+
+def _apply_passes(mod, level: str, name: str, passes: list, warn):
+    """``passes`` applied to ``mod``; where they fail, function by function, keeping those they fail on (and
+    telling ``warn``, a ``logging`` style call)."""
     import tvm
     from tvm import relax
 
@@ -86,28 +166,106 @@ def _apply_step(mod, level: str, name: str, passes: list):
         try:
             done = sequential(tvm.IRModule({gv: func, **others}, attrs=mod.attrs))
         except Exception as err:
-            _log.warning("graph level %s: the %s step failed on function %s (%s: %s); it stays without that step",
-                         level, name, gv.name_hint, type(err).__name__, message_line(err))
+            warn("graph level %s: the %s step failed on function %s (%s: %s); it stays without that step",
+                 level, name, gv.name_hint, type(err).__name__, message_line(err))
             continue
         result.update(done)
     return result
 
 
-def has_operator(mod, op_name: str) -> bool:
-    """Whether some Relax function of ``mod`` calls the operator ``op_name`` (e.g. ``relax.nn.conv2d``)."""
+def cannot_compile(mod, target, level: str = DEFAULT_LEVEL) -> dict[str, str]:
+    """The Relax functions of ``mod`` (an optimised module) that do not compile for ``target``, by name, each
+    with the reason in a few words; empty when the whole module compiles.
+
+    A function compiles when, lowered as extraction and compilation lower it (:func:`lower`) and then through
+    the VM lowering of the target's pipeline, it calls no operator but those the VM's code generator emits
+    (:data:`VM_OPERATORS`): an operator ``LegalizeOps`` has no lowering for in its form (a layout, a dtype)
+    stays a high-level operator that the VM cannot run."""
+    return _lower_checked(mod, target, level)[1]
+
+
+def _lower_checked(mod, target, level: str) -> tuple:
+    """``(lower(mod, ...), cannot_compile(mod, ...))``; the lowered module is None where lowering fails."""
     import tvm
     from tvm import relax
 
-    found = []
+    try:
+        lowered = lower(mod, target, level)
+    except Exception as err:  # a lowering that raises (TVM's error types, or Python's from a legalization)
+        functions = [gv for gv, f in mod.functions.items() if isinstance(f, relax.Function)]
+        if len(functions) <= 1:
+            return None, {gv.name_hint: _lowering_failure(mod[gv], err) for gv in functions}
+        failing = {}
+        for gv in functions:
+            failing.update(_lower_checked(_only(mod, [gv.name_hint]), target, level)[1])
+        return None, failing or {gv.name_hint: f"lowering fails: {message_line(err)}" for gv in functions}
+    dataflow, finalizing = _backend_passes(target)
+    try:
+        with target, tvm.transform.PassContext(opt_level=3):
+            final = tvm.transform.Sequential([*dataflow, *finalizing])(lowered)
+    except Exception as err:
+        return lowered, {gv.name_hint: f"VM lowering fails: {message_line(err)}"
+                         for gv, f in lowered.functions.items() if isinstance(f, relax.Function)}
+    failing = {}
+    for gv, func in final.functions.items():
+        if isinstance(func, relax.Function):
+            left = sorted(_operators(func) - VM_OPERATORS)
+            if left:
+                failing[gv.name_hint] = (f"TVM cannot lower operator{'s' if len(left) > 1 else ''} "
+                                         f"{', '.join(left)} for this target")
+    return lowered, failing
+
+
+def _lowering_failure(func, err: BaseException) -> str:
+    """Why ``func`` (a Relax function) fails to lower with ``err``, in a few words: the operators whose own
+    lowering (their ``FLegalize``) raises, tried one call at a time, named where there are such."""
+    import tvm
+    from tvm import relax
+
+    calls: list = []
+    relax.analysis.post_order_visit(func, lambda e: calls.append(e) if isinstance(e, relax.Call)
+                                    and isinstance(e.op, tvm.ir.Op) else None)
+    failing: dict[str, str] = {}
+    for call in calls:
+        if call.op.name in failing:
+            continue
+        probe = relax.BlockBuilder()
+        try:
+            legalize = call.op.get_attr("FLegalize")
+            if legalize is None:
+                continue
+            with probe.function("probe", []):
+                with probe.dataflow():
+                    legalize(probe, call)
+                    probe.emit_output(relax.const(0))
+                probe.emit_func_output(relax.const(0))
+        except Exception as raised:  # the legalizations raise Python's and TVM's error types
+            failing[call.op.name] = message_line(raised)
+    if not failing:
+        return f"lowering fails: {message_line(err)}"
+    return "; ".join(f"TVM cannot lower operator {op}: {why}" for op, why in failing.items())
+
+
+def _operators(func) -> set[str]:
+    """The names of the operators ``func`` (a Relax function) calls."""
+    import tvm
+    from tvm import relax
+
+    found: set[str] = set()
 
     def visit(expr):
-        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == op_name:
-            found.append(expr)
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+            found.add(expr.op.name)
 
-    for func in mod.functions.values():
-        if isinstance(func, relax.Function):
-            relax.analysis.post_order_visit(func, visit)
-    return bool(found)
+    relax.analysis.post_order_visit(func, visit)
+    return found
+
+
+def has_operator(mod, op_name: str) -> bool:
+    """Whether some Relax function of ``mod`` calls the operator ``op_name`` (e.g. ``relax.nn.conv2d``)."""
+    from tvm import relax
+
+    return any(op_name in _operators(f) for f in mod.functions.values() if isinstance(f, relax.Function))
 
 
 def normalize_axes():

@@ -1,7 +1,9 @@
 """Tunable tasks: extraction from the optimised model, with weight, FLOPs and untuned latency.
 
 Extraction lowers the module that :func:`tunewise.graph.optimize` returned as compilation does
-(:func:`tunewise.graph.lower`), so every record tuned for a task applies at compile time.
+(:func:`tunewise.graph.lower`), so every record tuned for a task applies at compile time. A model with an
+operator that compiles at no graph level stops there, before anything is measured or tuned
+(:class:`~tunewise.errors.UnsupportedOperatorError`).
 """
 
 from __future__ import annotations
@@ -93,13 +95,14 @@ def extract(imported, target, *, level: str = graph.DEFAULT_LEVEL, measurer=None
     """Optimise ``imported`` (a :class:`tunewise.frontend.ImportedModel`) at ``level`` and extract its tasks.
 
     With a ``measurer`` (:class:`tunewise.measure.Measurer`) the default latencies are measured
-    (:func:`measure_defaults`); without one they are left at ``inf``.
+    (:func:`measure_defaults`); without one they are left at ``inf``. Raises
+    :class:`~tunewise.errors.UnsupportedOperatorError` when an operator compiles at no graph level.
     """
     from tvm.s_tir import meta_schedule as ms
     from tvm_ffi import structural_hash
 
-    mod = graph.optimize(imported.mod, target, level)
-    extracted = [t for t in ms.relax_integration.extract_tasks(graph.lower(mod, target, level), target)
+    mod, lowered = graph.optimize_and_lower(imported.mod, target, level)
+    extracted = [t for t in ms.relax_integration.extract_tasks(lowered, target)
                  if not t.dispatched[0].attrs or not t.dispatched[0].attrs.get("tirx.is_scheduled", False)]
     task_mods = tuple(t.dispatched[0] for t in extracted)
     tasks = tuple(Task(t.task_name, f"{structural_hash(m) & (2**64 - 1):016x}", int(t.weight), _flops(m), math.inf)
