@@ -16,7 +16,7 @@ import importlib
 __all__ = ["Budget", "load", "resume", "set_verbose", "tune", "tune_many"]
 __version__ = "0.1.0"
 
-_LAZY = {"Budget": "tunewise.session", "load": "tunewise.compile", "resume": "tunewise.workflow",
+_LAZY = {"Budget": "tunewise.budget", "load": "tunewise.compile", "resume": "tunewise.workflow",
          "set_verbose": "tunewise.noise", "tune": "tunewise.workflow", "tune_many": "tunewise.cluster"}
 
 

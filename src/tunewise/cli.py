@@ -219,7 +219,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _limits(args) -> dict:
-    """The budget limits the options set (as :class:`~tunewise.session.Budget` fields)."""
+    """The budget limits the options set (as :class:`~tunewise.budget.Budget` fields)."""
     limits = {"max_trials": _whole("--trials", args.trials),
               "time_budget": parse_duration(args.time_budget) if args.time_budget else None,
               "per_task_trials": _whole("--per-task-trials", args.per_task_trials),
@@ -238,9 +238,9 @@ def _budget(args):
         return None
     if "max_trials" not in limits and "time_budget" not in limits:
         return dataclasses.replace(RunSettings.budget, **limits)
-    from tunewise import session
+    from tunewise.budget import Budget
 
-    return session.Budget(**limits)
+    return Budget(**limits)
 
 
 def _tune_options(args) -> dict:
@@ -328,7 +328,7 @@ def _cmd_tune(args) -> int:
 
 def _cmd_tune_many(args) -> int:
     from tunewise import cluster, populations
-    from tunewise.session import Budget
+    from tunewise.budget import Budget
 
     limits = {"max_trials": _whole("--trials", args.trials),
               "time_budget": parse_duration(args.time_budget) if args.time_budget else None}

@@ -25,8 +25,9 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from tunewise.budget import Budget
 from tunewise.estimate import model_latency
-from tunewise.ledger import Budget, Ledger
+from tunewise.ledger import Ledger
 from tunewise.state import Snapshot
 
 _FORMAT = 1
@@ -137,7 +138,7 @@ class TraceRun:
     """One replayed run, advanced a slot at a time: the core that :func:`replay` loops over, and that a driver of
     several runs (:mod:`tunewise.lab.fleet`) interleaves.
 
-    Takes :func:`replay`'s arguments, its limits as one :class:`~tunewise.ledger.Budget` (none by default).
+    Takes :func:`replay`'s arguments, its limits as one :class:`~tunewise.budget.Budget` (none by default).
     Each :meth:`step` charges the scheduler's decision and runs one slot on the run's own simulated clock
     (:attr:`elapsed`), and returns ``False`` once the run is over.
     """

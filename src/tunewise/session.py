@@ -8,7 +8,7 @@ slot's trials are committed to the store in one transaction with a checkpoint of
 killed at any point loses at most the slot in flight). The searches read the store through
 :class:`~tunewise.stores.StoreDatabase`, so they seed from every record of their workload.
 
-The ledger holds the rules (:mod:`tunewise.ledger`): budgets (:class:`~tunewise.ledger.Budget`: total trials,
+The ledger holds the rules (:mod:`tunewise.ledger`): budgets (:class:`~tunewise.budget.Budget`: total trials,
 tuning time, trials per task, per-task patience), slot sizes, and when a task is finished. Under a time limit
 (the budget's, or a ``deadline``) a slot is started only with the trials it has time for, as the durations of
 the slots before it predict (:class:`tunewise.timebudget.SlotPace`). Failed candidates count against the
@@ -53,12 +53,13 @@ from dataclasses import dataclass
 
 from tunewise import cost_models, interrupts, schedulers, sharing, spaces, stores, tasks, timebudget
 from tunewise import target as targets
+from tunewise.budget import Budget
 from tunewise.callbacks import Callback, CallbackList
 from tunewise.checks import ModelCheck
 from tunewise.energy import EnergyMeter
 from tunewise.errors import InputError, RunBusyError
 from tunewise.filters import CandidateFilter, Measured
-from tunewise.ledger import Budget, Ledger, Slot, slot_size
+from tunewise.ledger import Ledger, Slot, slot_size
 from tunewise.state import Snapshot
 from tunewise.stores import Checkpoint, StoredTask, StoredTrial
 

@@ -28,11 +28,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tunewise import candidate_runners, cost_models, energy, evaluators, filters, graph, schedulers, sharing
+from tunewise.budget import Budget
 from tunewise.checks import DEFAULT_EVERY, EPOCH
 from tunewise.errors import InputError
 from tunewise.goals import Goal
 from tunewise.measure import MeasureConfig
-from tunewise.session import Budget
 
 ADDED_KEYS: Mapping[str, object] = {"share": "off", "warm_start": False, "evaluator": "fixed", "cost_model": "xgb",
                                     "runner": "local", "goal": None, "energy_budget": None, "diminishing": None,
@@ -133,7 +133,7 @@ class RunSettings:
         return DEFAULT_EVERY if self.goal is not None or self.diminishing is not None else None
 
     def with_limits(self, budget: Budget | Mapping) -> RunSettings:
-        """These settings with the limits ``budget`` sets (a :class:`~tunewise.session.Budget`, or a mapping of
+        """These settings with the limits ``budget`` sets (a :class:`~tunewise.budget.Budget`, or a mapping of
         some of its fields; ``None`` values set nothing) replacing the budget's, its other limits kept."""
         changes = dataclasses.asdict(budget) if isinstance(budget, Budget) else dict(budget)
         unknown = set(changes) - {f.name for f in dataclasses.fields(Budget)}

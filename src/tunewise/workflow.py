@@ -17,9 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tunewise import compile as compiler
-from tunewise import energy, measure, session, stores, zoo
+from tunewise import energy, measure, stores, zoo
 from tunewise import target as targets
 from tunewise import timing as timings
+from tunewise.budget import Budget
 from tunewise.callbacks import Callback, CallbackList
 from tunewise.destinations import check_folder
 from tunewise.errors import InputError, StoreError
@@ -70,7 +71,7 @@ class TuneResult:
 
 @quiet("tune")
 def tune(source, *, example_inputs=None, input_shapes=None, target=None, scheduler=RunSettings.scheduler,
-         budget: session.Budget | None = None, trials_per_slot: int = RunSettings.trials_per_slot,
+         budget: Budget | None = None, trials_per_slot: int = RunSettings.trials_per_slot,
          output: str | None = None, level: str = RunSettings.level, seed: int = RunSettings.seed,
          measure_config: measure.MeasureConfig | None = None, callbacks: Sequence[Callback | str] = (),
          compare_torch: bool = True, store=None, evaluator: str = RunSettings.evaluator,
@@ -135,7 +136,7 @@ def _callbacks(callbacks: Sequence[Callback | str], progress: bool | None) -> Ca
 
 
 @quiet("tune")
-def resume(run: int, *, store=None, budget: session.Budget | Mapping | None = None, source=None,
+def resume(run: int, *, store=None, budget: Budget | Mapping | None = None, source=None,
            example_inputs=None, scheduler=None, callbacks: Sequence[Callback | str] = (),
            compare_torch: bool = True, output: str | None = None, progress: bool | None = None) -> TuneResult:
     """Continue run ``run`` of ``store`` where it stopped (killed, interrupted, failed, or finished and given
@@ -143,7 +144,7 @@ def resume(run: int, *, store=None, budget: session.Budget | Mapping | None = No
     the budget, and no candidate is measured twice. ``source`` and ``scheduler`` are needed only when the
     run was started with Python objects for them.
 
-    ``budget`` (a :class:`~tunewise.session.Budget`, or a mapping of some of its fields) replaces the limits
+    ``budget`` (a :class:`~tunewise.budget.Budget`, or a mapping of some of its fields) replaces the limits
     it sets and keeps the run's other limits; the budget so made is stored in the run's settings. ``output``
     replaces the run's artifact folder, in the store too. Settings stored in an older form are stored again
     in the full one (:meth:`~tunewise.settings.RunSettings.from_json`). ``callbacks`` and ``progress`` are

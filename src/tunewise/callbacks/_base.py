@@ -27,7 +27,7 @@ class Callback:
     def tuning_started(self, model, budget) -> None:
         """Tasks of ``model`` (:class:`~tunewise.tasks.ExtractedModel`) are extracted, their default latencies
         measured unless ``model.defaults_measured`` is false (then the session measures them after its first
-        slot); slots follow, under ``budget`` (:class:`~tunewise.session.Budget`; its time limit is the tuning
+        slot); slots follow, under ``budget`` (:class:`~tunewise.budget.Budget`; its time limit is the tuning
         time left)."""
 
     def slot_phase(self, snapshot, task: int, phase: str) -> None:

@@ -12,7 +12,7 @@ class CostBudget(StopRule):
     (Trimmer's cost budget, s. IV-C of the paper: "time, energy, monetary"). Each limit left ``None`` is not
     checked; at least one must be set.
 
-    Checked before each slot, like the ledger's :class:`~tunewise.ledger.Budget`, but a slot is never shrunk
+    Checked before each slot, like the ledger's :class:`~tunewise.budget.Budget`, but a slot is never shrunk
     to fit: the last slot runs whole and may overshoot by its own cost. An energy limit needs a driver that
     meters energy (:mod:`tunewise.energy`); without one, :meth:`check` raises
     :class:`~tunewise.errors.InputError`.
