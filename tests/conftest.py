@@ -12,9 +12,9 @@ import pytest
 @pytest.fixture(scope="session", autouse=True)
 def _third_party_logs(tmp_path_factory):
     """Third-party logs of the tests' tunewise calls and processes go to a temporary folder, not the checkout."""
-    from tunewise import noise
+    from tunewise import logs
 
-    os.environ[noise.LOG_DIR_VARIABLE] = str(tmp_path_factory.mktemp("tunewise-logs"))
+    os.environ[logs.LOG_DIR_VARIABLE] = str(tmp_path_factory.mktemp("tunewise-logs"))
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@
 >>> model = tunewise.load(result.artifact)                                      # doctest: +SKIP
 
 TVM's, PyTorch's and ONNX's own output goes to a log file rather than the terminal
-(:mod:`tunewise.noise`); ``tunewise.set_verbose()`` lets it through.
+(:mod:`tunewise.logs`); ``tunewise.set_verbose()`` lets it through.
 
 The names below are imported on first use, so ``import tunewise.runtime`` (or the schedulers) does not pay
 for TVM's import.
@@ -17,7 +17,7 @@ __all__ = ["Budget", "load", "resume", "set_verbose", "tune", "tune_many"]
 __version__ = "0.1.0"
 
 _LAZY = {"Budget": "tunewise.budget", "load": "tunewise.compile", "resume": "tunewise.workflow",
-         "set_verbose": "tunewise.noise", "tune": "tunewise.workflow", "tune_many": "tunewise.cluster"}
+         "set_verbose": "tunewise.logs", "tune": "tunewise.workflow", "tune_many": "tunewise.cluster"}
 
 
 def __getattr__(name: str):

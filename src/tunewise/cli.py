@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-from tunewise import checks, cost_models, energy, evaluators, filters, graph, noise, schedulers, sharing
+from tunewise import checks, cost_models, energy, evaluators, filters, graph, logs, schedulers, sharing
 from tunewise.errors import InputError, TunewiseError, message_line
 from tunewise.measure import MeasureConfig
 from tunewise.settings import RunSettings
@@ -522,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     args = None
     try:
         args = _parser().parse_args(argv)
-        with noise.routed(args.command, verbose=args.verbose or None):
+        with logs.routed(args.command, verbose=args.verbose or None):
             if args.command != "tune":
                 return _COMMANDS[args.command](args)
             from tunewise import interrupts

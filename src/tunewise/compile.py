@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tunewise import artifact, noise, signature, tvm_env
+from tunewise import artifact, logs, signature, tvm_env
 from tunewise.errors import InputError, TargetError, VerificationError, message_line
 from tunewise.target import check_runnable
 
@@ -135,7 +135,7 @@ def _flatten(out) -> tuple[np.ndarray, ...]:
     return tuple(flat)
 
 
-@noise.quiet("load")
+@logs.quiet("load")
 def load(path: str) -> CompiledModel:
     """Load an artifact folder written by :meth:`CompiledModel.save`, its files checked first
     (:func:`tunewise.artifact.read`); :class:`InputError` when they are damaged."""

@@ -87,7 +87,7 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
     while it holds the run. ``deadline`` is :class:`~tunewise.session.Session`'s.
 
     The session meters energy with the settings' meter, stops by their stop rules (:func:`stop_rules`),
-    checks the whole model as often as they say (:attr:`RunSettings.checks_every`) and filters proposals with
+    checks the whole model as often as they say (:attr:`RunSettings.check_interval`) and filters proposals with
     their candidate filter, seeded with their seed. ``goal`` is the latency
     goal in seconds; by default the settings' absolute goal (a relative one needs :func:`resolve_goal`).
     """
@@ -104,7 +104,7 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
                                stored.to_json(), owner=owner)
         if lease is not None:
             lease.hold(store, run)
-    every = settings.checks_every
+    every = settings.check_interval
     return session.Session(model, scheduler, settings.budget, measurer, store, run,
                            trials_per_slot=settings.trials_per_slot, seed=settings.seed,
                            cost_model=settings.cost_model, share=settings.share,

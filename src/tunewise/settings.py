@@ -126,7 +126,7 @@ class RunSettings:
             raise InputError(f"unknown runner {self.runner!r}; valid names: {', '.join(candidate_runners.names())}")
 
     @property
-    def checks_every(self) -> float | str | None:
+    def check_interval(self) -> float | str | None:
         """Seconds of tuning time between whole-model checks, or ``"epoch"``; ``None``: no checks."""
         if self.check_every is not None:
             return self.check_every

@@ -26,7 +26,7 @@ from tunewise.destinations import check_folder
 from tunewise.errors import InputError, StoreError
 from tunewise.interrupts import Interrupted, raise_if_stopped
 from tunewise.lease import Lease
-from tunewise.noise import quiet
+from tunewise.logs import quiet
 from tunewise.prepare import prepare_run
 from tunewise.settings import RunSettings
 

@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 import tunewise
-from tunewise import cli, noise
+from tunewise import cli, logs
 
 _THIRD_PARTY = ("Scope Saving:", "Scope Loaded:", "executable.cc", "FutureWarning")
 _LOG_LINE = re.compile(r"^tunewise: third-party log: (.+)$", re.MULTILINE)
@@ -18,7 +18,7 @@ _LOG_LINE = re.compile(r"^tunewise: third-party log: (.+)$", re.MULTILINE)
 @pytest.fixture
 def log_dir(tmp_path, monkeypatch):
     folder = tmp_path / "logs"
-    monkeypatch.setenv(noise.LOG_DIR_VARIABLE, str(folder))
+    monkeypatch.setenv(logs.LOG_DIR_VARIABLE, str(folder))
     monkeypatch.delenv("TUNEWISE_DEBUG", raising=False)
     return folder
 
@@ -36,7 +36,7 @@ def _quiet(captured) -> str:
 
 @pytest.mark.filterwarnings("default::FutureWarning")  # the project's pytest settings ignore them
 def test_python_logs_warnings_and_native_writes_go_to_the_log(capfd, log_dir):
-    with noise.routed("test"):
+    with logs.routed("test"):
         logging.getLogger("tvm.s_tir.meta_schedule").warning("search log line")
         warnings.warn("a FutureWarning from elsewhere", FutureWarning, stacklevel=1)
         os.write(2, b"native stderr line\n")
@@ -52,7 +52,7 @@ def test_python_logs_warnings_and_native_writes_go_to_the_log(capfd, log_dir):
 
 
 def test_nothing_written_leaves_no_log(capfd, log_dir):
-    with noise.routed("test"):
+    with logs.routed("test"):
         print("only ours")
     assert capfd.readouterr().err == "" and not log_dir.exists()
 
