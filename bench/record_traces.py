@@ -50,7 +50,7 @@ class TrialCosts(callbacks.Callback):
         self.costs: list[float] = []
         self._last_end = 0.0
 
-    def slot_recorded(self, event: session.SlotEvent, snapshot) -> None:
+    def slot_recorded(self, event: callbacks.SlotEvent, snapshot) -> None:
         cost = snapshot.elapsed - self._last_end - event.decision_seconds
         self.costs.extend([cost / event.trials] * event.trials)
         self._last_end = snapshot.elapsed

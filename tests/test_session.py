@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from tunewise import schedulers, session, stores
+from tunewise import schedulers, search, session, stores
 from tunewise.errors import InputError
 from tunewise.schedulers._prior import heaviest_first
 
@@ -168,14 +168,14 @@ def test_a_task_search_evolves_a_population_sized_to_one_slot_and_leaves_nothing
                           new_run(store, tiny_mlp), trials_per_slot=4)
     run.run()
     assert [t.task for t in run.trials].count(0) == [t.task for t in run.trials].count(1) == 8
-    for search in run._searches:  # the first slot sampled at random, the second searched
-        assert search.context.search_strategy.population_size == session.MIN_POPULATION
-        assert search.context.search_strategy.genetic_num_iters == session.GENERATIONS
-        assert search._queue == []
+    for task_search in run._searches:  # the first slot sampled at random, the second searched
+        assert task_search.context.search_strategy.population_size == search.MIN_POPULATION
+        assert task_search.context.search_strategy.genetic_num_iters == search.GENERATIONS
+        assert task_search._queue == []
     wide = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=4), measurer, store,
                            new_run(store, tiny_mlp), trials_per_slot=4, search_batch=32)
     wide._searches[0].propose(4, wide.database, wide.cost_model, 100)
-    assert wide._searches[0].context.search_strategy.population_size == 32 * session.POPULATION_PER_CANDIDATE
+    assert wide._searches[0].context.search_strategy.population_size == 32 * search.POPULATION_PER_CANDIDATE
 
 
 class _Replay:
@@ -196,23 +196,23 @@ def test_a_search_that_proposes_measured_candidates_searches_again_until_the_slo
     store = stores.create("sqlite://")
     run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=4), measurer, store,
                           new_run(store, tiny_mlp), trials_per_slot=4)
-    search = run._searches[0]
-    real = search.propose(4, run.database, run.cost_model, 100) + search.propose(4, run.database, run.cost_model, 100)
+    first = run._searches[0]
+    real = first.propose(4, run.database, run.cost_model, 100) + first.propose(4, run.database, run.cost_model, 100)
     candidates = [c for c, _ in real]
     assert len({h for _, h in real}) == 8
 
-    resumed = session._TaskSearch(tiny_mlp.task_mods[0], "resumed", tiny_mlp.target, 0, 1, 4)
+    resumed = search.TaskSearch(tiny_mlp.task_mods[0], "resumed", tiny_mlp.target, 0, 1, 4)
     resumed.context = _Replay([candidates[:4], candidates[2:6], candidates[6:]])
     resumed.seen = {h for _, h in real[:3]}  # measured before the resume
     got = resumed.propose(4, run.database, run.cost_model, 100)
     assert [h for _, h in got] == [h for _, h in real[3:7]] and resumed.duplicates == 3 + 2
     assert resumed.context.calls == 3 and not resumed.searches(1, untrained=False)  # real[7] is queued
 
-    exhausted = session._TaskSearch(tiny_mlp.task_mods[0], "exhausted", tiny_mlp.target, 0, 1, 4)
+    exhausted = search.TaskSearch(tiny_mlp.task_mods[0], "exhausted", tiny_mlp.target, 0, 1, 4)
     exhausted.context = _Replay([candidates[:4]] * 10)
     exhausted.seen = {h for _, h in real}
     assert exhausted.propose(4, run.database, run.cost_model, 100) == []  # ends: nothing new comes
-    assert exhausted.context.calls == session.BARREN_SEARCHES
+    assert exhausted.context.calls == search.BARREN_SEARCHES
 
 
 def test_a_new_run_tunes_the_heaviest_task_by_flops_before_measuring_default_latencies(tiny_mlp, measurer):

@@ -66,6 +66,18 @@ def slot_size(snapshot: Snapshot, task: TaskView) -> int:
 
 
 @dataclass(frozen=True)
+class Restored:
+    """What :meth:`Ledger.restore` told the ledger of a stored run: its ``trials`` (in the order told), its
+    tuning time ``elapsed`` and energy ``joules`` (slots and whole-model checks, 0 where unmetered), and its
+    whole-model ``checks`` (:class:`~tunewise.stores.ModelLatency`)."""
+
+    trials: tuple
+    elapsed: float
+    joules: float
+    checks: tuple
+
+
+@dataclass(frozen=True)
 class Slot:
     """A slot the ledger handed out: slot number ``index`` goes to task ``task`` with ``n`` trials;
     ``decision_seconds`` is what the scheduler's choice took. ``source`` is set for a transfer slot: the task
@@ -262,6 +274,41 @@ class Ledger:
         self.tasks = tuple(replace(t, default_latency=latency)
                            for t, latency in zip(self.tasks, latencies, strict=True))
         self.history[0] = (0.0, self.snapshot().estimated_latency())
+
+    def restore(self, store, run: int) -> Restored:
+        """Tell this ledger what run ``run`` of ``store`` (a :class:`~tunewise.stores.Store`) holds: its
+        whole-model latencies, then its slots in order, each at the tuning time it was stored at (a slot whose
+        task's space was exhausted finishes the task; a slot stored twice, by two processes that tuned the run
+        at once, is told once, with every trial stored under it). The default latencies (and members) are set
+        first, as the run stored them. Returns what the driver needs to go on from there."""
+        from collections import defaultdict
+
+        clock, elapsed, joules, told = self.clock, 0.0, 0.0, []
+        self.clock = lambda: elapsed
+        try:
+            by_slot = defaultdict(list)
+            for trial in store.get_trials(run):
+                by_slot[trial.slot].append(trial)
+            checks = tuple(store.get_model_latencies(run))
+            for point in checks:
+                self.tell_model_latency(point.latency, at=point.elapsed)
+                joules += point.joules or 0.0
+            for checkpoint in store.get_checkpoints(run):
+                elapsed = max(elapsed, checkpoint.elapsed)
+                joules += checkpoint.joules or 0.0
+                if checkpoint.trials == 0:  # the task's space was exhausted
+                    self.tell(self.recorded(checkpoint.slot, checkpoint.task, 0), [])
+                    continue
+                if checkpoint.slot not in by_slot:  # a slot stored twice: its trials are all told once
+                    continue
+                trials = by_slot.pop(checkpoint.slot)
+                slot = self.recorded(checkpoint.slot, checkpoint.task, len(trials))
+                for k in sorted({t.task for t in trials}):
+                    self.tell(replace(slot, task=k), [t.latency for t in trials if t.task == k])
+                told += trials
+        finally:
+            self.clock = clock
+        return Restored(tuple(told), elapsed, joules, checks)
 
     def tell_model_latency(self, latency: float, *, at: float | None = None) -> None:
         """The whole model, built with the best schedules so far, ran in ``latency`` seconds (``inf``: it

@@ -5,8 +5,9 @@ import io
 import pytest
 from rich.console import Console
 
+from tunewise.budget import Budget
+from tunewise.callbacks import SlotEvent
 from tunewise.callbacks._progress import NAME_WIDTH, LiveProgress, shorten, sparkline, time_left
-from tunewise.session import Budget, SlotEvent
 from tunewise.state import Snapshot, TaskView
 
 

@@ -18,8 +18,9 @@ True
 from __future__ import annotations
 
 from tunewise.callbacks._base import Callback
+from tunewise.callbacks._events import SlotEvent
 from tunewise.callbacks._list import CallbackList
 from tunewise.callbacks._registry import create, names
 from tunewise.callbacks._slot_log import SlotLog
 
-__all__ = ["Callback", "CallbackList", "SlotLog", "create", "names"]
+__all__ = ["Callback", "CallbackList", "SlotEvent", "SlotLog", "create", "names"]

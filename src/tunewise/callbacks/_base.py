@@ -36,7 +36,7 @@ class Callback:
         latency is being measured); ``snapshot`` is the run before the slot."""
 
     def slot_recorded(self, event, snapshot) -> None:
-        """A slot was measured and recorded: ``event`` (:class:`~tunewise.session.SlotEvent`) says what it did,
+        """A slot was measured and recorded: ``event`` (:class:`~tunewise.callbacks.SlotEvent`) says what it did,
         ``snapshot`` is the run after it."""
 
     def model_measured(self, point, snapshot) -> None:

@@ -17,7 +17,7 @@ class SlotLog(Callback):
 
     @property
     def events(self) -> list:
-        """The :class:`~tunewise.session.SlotEvent` of every recorded slot."""
+        """The :class:`~tunewise.callbacks.SlotEvent` of every recorded slot."""
         return [event for event, _ in self.slots]
 
     def slot_recorded(self, event, snapshot) -> None:

@@ -14,6 +14,7 @@ other runs tuned in the same store (:func:`warm_sources`).
 
 from tunewise.sharing._anchor import Offers, anchor_key, groups, transfer
 from tunewise.sharing._members import MINOR, SETTLED, SHORTFALL, Members
+from tunewise.sharing._planner import Planner
 from tunewise.sharing._selection import THRESHOLD, Selection, flop_shares, latency_shares, select, select_tasks
 from tunewise.sharing._similarity import Signature, inlined_blocks, record_signature, similarity, task_signature
 from tunewise.sharing._transfer import Destination, destination, nearest_factors, transfer_across
@@ -22,7 +23,7 @@ from tunewise.sharing._warm import warm_sources
 MODES = ("off", "same-anchor", "selective")
 """The sharing modes, in the order ``--share`` lists them."""
 
-__all__ = ["MINOR", "MODES", "SETTLED", "SHORTFALL", "THRESHOLD", "Destination", "Members", "Offers", "Selection",
-           "Signature", "anchor_key", "destination", "flop_shares", "groups", "inlined_blocks", "latency_shares",
-           "nearest_factors", "record_signature", "select", "select_tasks", "similarity", "task_signature",
-           "transfer", "transfer_across", "warm_sources"]
+__all__ = ["MINOR", "MODES", "SETTLED", "SHORTFALL", "THRESHOLD", "Destination", "Members", "Offers", "Planner",
+           "Selection", "Signature", "anchor_key", "destination", "flop_shares", "groups", "inlined_blocks",
+           "latency_shares", "nearest_factors", "record_signature", "select", "select_tasks", "similarity",
+           "task_signature", "transfer", "transfer_across", "warm_sources"]
