@@ -203,3 +203,16 @@ def test_session_resume_and_replay_make_the_same_decisions_on_the_same_trials(tu
         # the replay also finishes a task whose recorded trials are all used
         assert [t.finished for t in resumed.snapshot().tasks] == [t.finished for t in tuned.snapshot().tasks]
         assert resumed.ledger.ask() is None  # the resumed run knows its budget is spent
+
+
+def test_a_run_is_spent_by_its_own_limits_as_the_budget_counts_them():
+    book = ledger([0, 0, 0], Budget(max_trials=4, count_failures=False), trials_per_slot=2)
+    book.tell(book.ask(), [1e-3, INF])
+    book.tell(book.ask(), [INF, 2e-3])
+    assert book.trials == 4 and not book.spent()  # the two failures do not count against the 4 trials
+    book.tell(book.ask(), [1e-3, 1e-3])
+    assert book.spent()
+    timed = ledger([0, 1], Budget(time_budget=10.0), clock=lambda: 12.0, seconds_left=lambda _: 1e9)
+    assert timed.spent()
+    driven = ledger([0, 1], Budget(max_trials=100), seconds_left=lambda _: 0.0)  # a driver's limit only
+    assert driven.ask() is None and not driven.spent()

@@ -180,6 +180,19 @@ class Ledger:
             left = min(left, self._seconds_left(self.snapshot()))
         return left
 
+    def spent(self) -> bool:
+        """Whether the run's own limits end it: its trial budget (as :class:`~tunewise.budget.Budget` counts
+        failures) or its tuning time is spent, no task is live or due a transfer, or a stop rule ended it. A
+        driver's own time limit is not one of them: a driver that ran out of its time (a round of a cluster)
+        leaves a run that is not spent."""
+        limit, budget = self._max_trials(), self.budget
+        if self.stopped_by is not None or (limit is not None and self.trials >= limit):
+            return True
+        if budget.time_budget is not None and self.clock() >= budget.time_budget:
+            return True
+        snapshot = self.snapshot()
+        return not snapshot.live and (self.members is None or self.members.due(snapshot.tasks) is None)
+
     def ask(self) -> Slot | None:
         """The next slot, or ``None`` when the run is over."""
         limit = self._max_trials()

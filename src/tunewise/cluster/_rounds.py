@@ -57,10 +57,8 @@ def tune_round(source: str, settings: dict, store_url: str, run: int | None, sec
                                     deadline=deadline, goal=goal)
         before = loop.ledger.trials
         snapshot = loop.run()
-    budget, ledger = settings.budget, loop.ledger
-    finished = (ledger.stopped_by is not None or not snapshot.live or snapshot.trials == before
-                or (budget.max_trials is not None and snapshot.trials >= budget.max_trials)
-                or (budget.time_budget is not None and snapshot.elapsed >= budget.time_budget))
+    ledger = loop.ledger
+    finished = ledger.spent() or snapshot.trials == before  # a round that measured nothing ends its run too
     latency = snapshot.measured[-1][1] if snapshot.measured else snapshot.estimated_latency()
     return RoundOutcome(loop.run_id, snapshot.elapsed, snapshot.trials, snapshot.untuned_latency(), latency,
                         finished, ledger.stopped_by)
