@@ -1,15 +1,14 @@
 """Run settings: one set of defaults for the CLI, the API and the store; the JSON form and its upgrades."""
 
 import dataclasses
-import inspect
 import json
 
 import pytest
 
-from tunewise import cli, energy, stores, workflow
+from tunewise import cli, energy, schedulers, stores, workflow
+from tunewise.budget import Budget
 from tunewise.errors import InputError
 from tunewise.measure import MeasureConfig
-from tunewise.session import Budget
 from tunewise.settings import ADDED_KEYS, RunSettings
 
 
@@ -95,17 +94,34 @@ def test_with_limits_replaces_only_the_limits_given():
         settings.with_limits({"trials": 20})
 
 
-def test_the_api_defaults_are_the_settings_defaults():
-    params = inspect.signature(workflow.tune).parameters
-    renamed = {"measure": "measure_config"}
-    for f in dataclasses.fields(RunSettings):
-        if f.name in ("source", "input_shapes"):
-            continue
-        default = params[renamed.get(f.name, f.name)].default
-        if f.name in ("budget", "measure", "output"):  # None: the settings' default
-            assert default is None, f.name
-        else:
-            assert default == f.default, f.name
+def test_the_api_takes_settings_and_overrides_by_field_name():
+    base = RunSettings(seed=3, budget=Budget(max_trials=10))
+    settings, scheduler = workflow.with_overrides(base, {"share": "off", "budget": None, "measure": None})
+    assert settings == dataclasses.replace(base, share="off") and scheduler == base.scheduler
+    custom = schedulers.create("random", seed=1)
+    settings, scheduler = workflow.with_overrides(base, {"scheduler": custom})
+    assert scheduler is custom and settings.scheduler is None
+    with pytest.raises(InputError, match="unknown settings measure_config, trials; valid: source, scheduler"):
+        workflow.with_overrides(base, {"trials": 5, "measure_config": None})
+
+
+def test_a_cli_flag_reaches_the_run_through_its_settings_alone(monkeypatch, tmp_path):
+    """``tunewise tune``'s options are read once, into the RunSettings the run is prepared from."""
+    reached = []
+
+    def prepared(source, settings, **kwargs):
+        reached.append((source, settings))
+        raise InputError("stop here")
+
+    monkeypatch.setattr(workflow, "prepare_run", prepared)
+    argv = ["tune", "tiny-mlp", "--seed", "7", "--share", "off", "--trials", "12", "--graph-level", "fold-bn",
+            "--check-every", "90s", "--cache-flush", "-o", str(tmp_path / "out"), "--store", f"sqlite:///{tmp_path}/s.db"]
+    assert cli.main(argv) == 2
+    (source, settings), = reached
+    assert source == "tiny-mlp" and settings.source == "tiny-mlp"
+    assert (settings.seed, settings.share, settings.budget.max_trials, settings.level) == (7, "off", 12, "fold-bn")
+    assert settings.check_every == 90.0 and settings.measure.enable_cpu_cache_flush
+    assert settings.output == str(tmp_path / "out") and settings == RunSettings.from_json(settings.to_json())
 
 
 def test_the_cli_leaves_every_unset_option_to_the_settings_and_shows_their_defaults(capsys):

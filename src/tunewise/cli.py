@@ -291,11 +291,8 @@ def _cmd_tune(args) -> int:
     elif args.model is None:
         raise InputError("name a model to tune, or --resume RUN (see tunewise tune --help)")
     else:
-        options = _tune_options(args)
-        if "measure" in options:  # the one setting whose keyword in tunewise.tune() has another name
-            options["measure_config"] = options.pop("measure")
-        result = workflow.tune(args.model, target=args.target, store=args.store, progress=True,
-                               compare_torch=not args.no_references, **options)
+        result = workflow.tune(args.model, RunSettings(**_tune_options(args)), target=args.target, store=args.store,
+                               progress=True, compare_torch=not args.no_references)
     print(f"model            {result.model} ({result.tasks} tasks), run {result.run}")
     shared = f", {result.shared} shared between tasks" if result.shared else ""
     skipped = f"; {result.skipped} proposals skipped by the filter" if result.skipped else ""

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tunewise import compile as compiler
-from tunewise import energy, measure, stores, zoo
+from tunewise import energy, stores, zoo
 from tunewise import target as targets
 from tunewise import timing as timings
 from tunewise.budget import Budget
@@ -70,51 +70,32 @@ class TuneResult:
 
 
 @quiet("tune")
-def tune(source, *, example_inputs=None, input_shapes=None, target=None, scheduler=RunSettings.scheduler,
-         budget: Budget | None = None, trials_per_slot: int = RunSettings.trials_per_slot,
-         output: str | None = None, level: str = RunSettings.level, seed: int = RunSettings.seed,
-         measure_config: measure.MeasureConfig | None = None, callbacks: Sequence[Callback | str] = (),
-         compare_torch: bool = True, store=None, evaluator: str = RunSettings.evaluator,
-         cost_model: str = RunSettings.cost_model, share: str = RunSettings.share,
-         warm_start: bool = RunSettings.warm_start,
-         runner: str = RunSettings.runner, progress: bool | None = None, goal: str | None = None,
-         energy_budget: float | None = None, diminishing: float | None = None, check_every: float | None = None,
-         energy_meter: str = RunSettings.energy_meter, candidate_filter: str | None = None) -> TuneResult:
-    """Tune ``source`` (zoo name, ``.onnx``/``.pt2`` path, or ``nn.Module`` with ``example_inputs``).
-
-    The keywords are :class:`~tunewise.settings.RunSettings`' fields, with its defaults (``budget`` None: 200
-    trials; ``measure_config`` None: the default :class:`~tunewise.measure.MeasureConfig`); a scheduler may
-    also be a scheduler object. ``evaluator`` (:func:`tunewise.evaluators.create`) times the candidates,
-    ``cost_model`` (:func:`tunewise.cost_models.create`) ranks them for the search and ``runner``
-    (:func:`tunewise.candidate_runners.create`) runs them. ``share`` says how tasks share schedules
-    (:data:`tunewise.sharing.MODES`): ``"off"``; ``"same-anchor"``, tasks with the same anchor computation start
-    from each other's best schedules; ``"selective"``, only the representatives of groups of similar tasks are
-    searched, and the other members are given their best schedules (searched themselves only when that does
-    not pay). With ``warm_start``, a new task starts from the best records of the most similar workloads of
-    other runs in the store (:mod:`tunewise.sharing`). ``goal``,
-    ``energy_budget``, ``diminishing``, ``check_every``, ``energy_meter`` and ``candidate_filter`` are the stop
-    rules, whole-model checks, energy meter and candidate filter of :class:`~tunewise.settings.RunSettings`.
+def tune(source, settings: RunSettings | None = None, *, example_inputs=None, target=None, store=None,
+         callbacks: Sequence[Callback | str] = (), compare_torch: bool = True, progress: bool | None = None,
+         **overrides) -> TuneResult:
+    """Tune ``source`` (zoo name, ``.onnx``/``.pt2`` path, or ``nn.Module`` with ``example_inputs``) for
+    ``target`` (:func:`tunewise.target.resolve`: this CPU by default) as ``settings`` say
+    (:class:`~tunewise.settings.RunSettings`; its defaults when ``None``), with ``overrides`` replacing some of
+    their fields by name (``budget=Budget(time_budget=600)``, ``share="off"``; a ``None`` budget or measure
+    configuration keeps the settings' own). ``scheduler`` may also be a scheduler object.
 
     ``callbacks`` (:mod:`tunewise.callbacks`: instances or names) are told every step and slot. ``progress``
-    adds the live display of ``tunewise tune`` (:class:`tunewise.callbacks.create("progress")`); by default it is
-    on when standard output is a terminal or a notebook.
+    adds the live display of ``tunewise tune`` (``tunewise.callbacks.create("progress")``); by default it is
+    on when standard output is a terminal or a notebook. ``compare_torch`` times PyTorch eager and onnxruntime
+    (on a GPU: PyTorch eager, its CUDA graph and ``tunewise.runtime.aot``) beside the tuned model.
 
     Every trial goes to ``store`` (a :class:`~tunewise.stores.Store` or its URL; default
     ``sqlite:///tunewise.db``) as a new run, which :func:`resume` continues if this one is cut short. Writes
-    the verified artifact to ``output`` (default ``tunewise-out/MODEL``). Raises
+    the verified artifact to the settings' ``output`` (default ``tunewise-out/MODEL``). Raises
     :class:`~tunewise.errors.TunewiseError` subclasses on bad input.
     """
+    settings, scheduler = with_overrides(settings or RunSettings(), overrides)
     if isinstance(source, str) and source not in zoo.MODELS and os.path.isfile(source):
         source = os.path.abspath(source)  # a resumed run may start elsewhere
-    if budget is not None and not budget.bounded:
+    settings = dataclasses.replace(settings, source=source if isinstance(source, str) else None,
+                                   output=os.path.abspath(settings.output) if settings.output else None)
+    if not settings.budget.bounded:
         raise InputError("set a budget: trials, time or trials per task")
-    settings = RunSettings(
-        source=source if isinstance(source, str) else None, scheduler=scheduler if isinstance(scheduler, str) else None,
-        input_shapes=input_shapes or {}, budget=budget or RunSettings.budget, trials_per_slot=trials_per_slot,
-        level=level, seed=seed, evaluator=evaluator, cost_model=cost_model, share=share, warm_start=warm_start,
-        output=os.path.abspath(output) if output else None, measure=measure_config or RunSettings.measure,
-        runner=runner, goal=goal, energy_budget=energy_budget, diminishing=diminishing, check_every=check_every,
-        energy_meter=energy_meter, candidate_filter=candidate_filter)
     owned = None
     try:
         with _ownership() as owned:
@@ -123,6 +104,22 @@ def tune(source, *, example_inputs=None, input_shapes=None, target=None, schedul
     finally:  # a store opened from its URL (once the inputs were checked) is closed when the job ends
         if owned is not None and owned.store is not None and not isinstance(store, stores.Store):
             owned.store.close()
+
+
+def with_overrides(settings: RunSettings, overrides: Mapping) -> tuple[RunSettings, object]:
+    """``settings`` with ``overrides`` (field name -> value) replacing their fields, and the run's scheduler
+    (a name, or the scheduler object given as ``scheduler``, which the settings then hold as ``None``). A
+    ``None`` budget or measure configuration keeps the settings' own; an unknown name is an
+    :class:`~tunewise.errors.InputError` listing the valid ones."""
+    names = [f.name for f in dataclasses.fields(RunSettings)]
+    unknown = sorted(set(overrides) - set(names))
+    if unknown:
+        raise InputError(f"unknown settings {', '.join(unknown)}; valid: {', '.join(names)}")
+    changes = {k: v for k, v in overrides.items() if not (k in ("budget", "measure") and v is None)}
+    scheduler = changes.get("scheduler", settings.scheduler)
+    if scheduler is not None and not isinstance(scheduler, str):
+        changes["scheduler"] = None
+    return dataclasses.replace(settings, **changes), scheduler
 
 
 def _callbacks(callbacks: Sequence[Callback | str], progress: bool | None) -> CallbackList:
