@@ -11,7 +11,7 @@ from torch import nn
 import tunewise.runtime
 from tunewise import zoo
 from tunewise.errors import InputError, ModelImportError
-from tunewise.runtime import AotEngine, EagerEngine, StreamedModule, aot, aot_training
+from tunewise.runtime import AotEngine, EagerEngine, StreamedModule, aot, aot_training, plan_streams
 from tunewise.runtime.graph import export_program, operator_dag, producer
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -106,6 +106,20 @@ def test_merged_streams_match_eager_on_cpu():
     model, x = Cells().eval(), torch.randn(1, 3, 8, 8)
     streamed = StreamedModule(model, (x,), merge=True)
     assert len(streamed.plan.streams) == streamed.plan.width == 2
+    with torch.no_grad():
+        torch.testing.assert_close(streamed(x), model(x))
+
+
+def test_streamed_module_runs_a_given_export(monkeypatch):
+    model, x = Cells().eval(), torch.randn(1, 3, 8, 8)
+    program = export_program(model, (x,))
+
+    def no_export(*args):
+        raise AssertionError("exported again")
+
+    monkeypatch.setattr(tunewise.runtime.engine, "export_program", no_export)
+    streamed = StreamedModule(model, (x,), program=program)
+    assert streamed.plan == plan_streams(operator_dag(program.graph))
     with torch.no_grad():
         torch.testing.assert_close(streamed(x), model(x))
 

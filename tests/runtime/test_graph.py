@@ -11,7 +11,7 @@ from torch import nn
 
 from tunewise import zoo
 from tunewise.errors import InputError, ModelImportError
-from tunewise.runtime import export_program, operator_dag, plan_model, plan_streams
+from tunewise.runtime import export_program, graph, operator_dag, plan_model, plan_streams
 
 
 @functools.cache
@@ -108,3 +108,58 @@ def test_unexportable_model_is_a_model_import_error():
 
     with pytest.raises(ModelImportError, match="torch.export could not capture the model"):
         plan_model(DataDependent(), (torch.randn(3),))
+
+
+def described(program: torch.export.ExportedProgram, model: nn.Module) -> tuple:
+    """Everything about ``program`` that the runtime reads: each node's kind, target, name and arguments, with
+    parameters, buffers and constants named by the tensor they are (a tied weight is one tensor under two
+    names), and the kinds and targets of the inputs and outputs."""
+    tensors = {**dict(model.named_parameters(remove_duplicate=False)),
+               **dict(model.named_buffers(remove_duplicate=False)), **program.constants}
+    specs = {spec.arg.name: spec for spec in program.graph_signature.input_specs}
+
+    def name(node: torch.fx.Node) -> str:
+        spec = specs.get(node.name)
+        return f"tensor {id(tensors[spec.target])}" if spec is not None and spec.target is not None else node.name
+
+    nodes = [(node.op, str(node.target), name(node), str(torch.fx.node.map_arg((node.args, node.kwargs), name)))
+             for node in program.graph.nodes]
+    return (nodes, [(spec.kind, id(tensors[spec.target]) if spec.target else None)
+                    for spec in program.graph_signature.input_specs],
+            [(spec.kind, spec.target) for spec in program.graph_signature.output_specs])
+
+
+@pytest.mark.parametrize("name, train", [("tiny-cnn", False), ("tiny-cnn", True), ("tiny-gpt", False),
+                                         ("tiny-gpt", True), ("transformer", False), ("squeezenet1.1", False),
+                                         ("inception-cells", True)])
+def test_the_one_trace_export_equals_export_then_decompositions(name, train):
+    # batch norms (inference and training), dropout, tied weights, reshapes that copy, flatten
+    entry = zoo.MODELS[name]
+    with torch.device("meta"):
+        model = entry.build().train(train)
+        x = torch.zeros(entry.input_shape, dtype=torch.long if entry.input_kind == "tokens" else torch.float)
+    public = torch.export.export(model, (x,)).run_decompositions({})
+    assert described(graph._export_functional(model, (x,)), model) == described(public, model)
+
+
+def test_export_takes_the_public_route_when_the_one_trace_route_fails(monkeypatch):
+    def fails(model, inputs):
+        raise RuntimeError("not this way")
+
+    model, x = Branches(), torch.randn(1, 8)
+    expected = described(export_program(model, (x,)), model)
+    monkeypatch.setattr(graph, "_export_functional", fails)
+    assert described(export_program(model, (x,)), model) == expected
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_export_records_no_stack_traces_and_restores_the_flag(monkeypatch, flag):
+    monkeypatch.setattr(torch.fx.config, "do_not_emit_stack_traces", flag)
+    program = export_program(Branches(), (torch.randn(1, 8),))
+    assert not any(node.stack_trace for node in program.graph.nodes)
+    assert torch.fx.config.do_not_emit_stack_traces is flag
+    with pytest.raises(InputError):
+        export_program(Branches(), [1.0])
+    with pytest.raises(ModelImportError):
+        export_program(nn.Linear(3, 3), (torch.randn(2, 4),))
+    assert torch.fx.config.do_not_emit_stack_traces is flag

@@ -2,18 +2,21 @@
 
 import itertools
 import os
+import random
 import subprocess
 import sys
+import time
 
 import networkx as nx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from networkx.algorithms.bipartite import hopcroft_karp_matching
 
 from tunewise import errors
 from tunewise.errors import InputError
 from tunewise.runtime import streams
-from tunewise.runtime.streams import Fork, Join, Launch, Record, StreamPlan, Wait, dag_width, plan_streams
+from tunewise.runtime.streams import Fork, Join, Launch, Record, StreamPlan, Sync, Wait, dag_width, plan_streams
 
 
 @st.composite
@@ -238,3 +241,145 @@ print(plan.streams, plan.syncs)
     outputs = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                               env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2", "3")}
     assert len(outputs) == 1 and "Sync(" in outputs.pop()
+
+
+def hopcroft_karp(count: int, edges: list[tuple[int, int]]) -> dict[int, int]:
+    """networkx's Hopcroft-Karp over (i_out, j_in) for ``edges``, nodes and edges inserted as streams.py does."""
+    bipartite = nx.Graph()
+    tops = [(0, i) for i in range(count)]
+    bipartite.add_nodes_from(tops)
+    bipartite.add_edges_from(((0, u), (1, v)) for u, v in edges)
+    return {u: v for (side, u), (_, v) in hopcroft_karp_matching(bipartite, top_nodes=tops).items() if side == 0}
+
+
+def linked_paths(count: int, successor: dict[int, int]) -> list[tuple[int, ...]]:
+    starts = [i for i in range(count) if i not in set(successor.values())]
+    paths = []
+    for i in starts:
+        path = [i]
+        while path[-1] in successor:
+            path.append(successor[path[-1]])
+        paths.append(tuple(path))
+    return paths
+
+
+def plan_by_definition(dag: nx.DiGraph, merge: bool = False) -> StreamPlan:
+    """The plan of the module doc, step by step with networkx's own algorithms: its lexicographic topological
+    sort, ``transitive_reduction``, ``descendants`` for the merge and the closure, and Eppstein's matching
+    for the width."""
+    position = {node: i for i, node in enumerate(dag.nodes)}
+    order = tuple(nx.lexicographical_topological_sort(dag, key=position.__getitem__))
+    index = {node: i for i, node in enumerate(order)}
+    edges = sorted((index[u], index[v]) for u, v in nx.transitive_reduction(dag).edges)
+    chains = linked_paths(len(order), hopcroft_karp(len(order), edges))
+    if merge:
+        precedes = [(a, b) for a, first in enumerate(chains) for b, second in enumerate(chains)
+                    if order[second[0]] in nx.descendants(dag, order[first[-1]])]
+        groups = linked_paths(len(chains), hopcroft_karp(len(chains), precedes))
+        chains = [tuple(i for group_member in group for i in chains[group_member]) for group in groups]
+    stream = {i: s for s, chain in enumerate(chains) for i in chain}
+    syncs = [Sync(order[i], order[j], stream[i], stream[j])
+             for j, i in sorted((j, i) for i, j in edges if stream[i] != stream[j])]
+    closure = nx.Graph()
+    tops = [("out", node) for node in dag]
+    closure.add_nodes_from(tops)
+    closure.add_edges_from((("out", u), ("in", v)) for u in dag for v in nx.descendants(dag, u))
+    width = len(order) - len(nx.bipartite.eppstein_matching(closure, top_nodes=tops)) // 2
+    return StreamPlan(order=order, streams=tuple(tuple(order[i] for i in chain) for chain in chains) or ((),),
+                      syncs=tuple(syncs), reduced_edges=len(edges), width=width, merged=merge)
+
+
+def cell_network(cells: int, seed: int = 0) -> nx.DiGraph:
+    """A NASNet-like operator DAG in program order: each cell adjusts the outputs of the two cells before it
+    (a chain of 3 operators each), adds pairs of branches (chains of 0, 1 or 8 operators from either adjusted
+    input) in five blocks, and concatenates the adjusted earlier input with the blocks; about 42 operators a
+    cell."""
+    rng = random.Random(seed)
+    dag = nx.DiGraph()
+    names = (f"op{i}" for i in itertools.count())
+
+    def chain(source: str, length: int) -> str:
+        for _ in range(length):
+            node = next(names)
+            dag.add_edge(source, node)
+            source = node
+        return source
+
+    prev = cur = chain("input", 3)
+    for _ in range(cells):
+        p, h = chain(prev, 3), chain(cur, 3)
+        blocks = []
+        for _ in range(5):
+            ends = [chain(rng.choice([p, h]), rng.choice([0, 1, 8])) for _ in range(2)]
+            blocks.append(add := next(names))
+            dag.add_edges_from((end, add) for end in ends)
+        concat = next(names)
+        dag.add_edges_from((source, concat) for source in [p, *blocks])
+        prev, cur = cur, concat
+    return dag
+
+
+def ladder(levels: int, rungs: int) -> nx.DiGraph:
+    """``levels`` levels of ``rungs`` nodes, each node an input of every node of the next level: width
+    ``rungs``, and a layered closure with rungs^depth paths between far levels."""
+    return nx.DiGraph([((level, a), (level + 1, b)) for level in range(levels - 1)
+                       for a in range(rungs) for b in range(rungs)])
+
+
+@settings(max_examples=80, deadline=None)
+@given(dags(max_nodes=12), st.booleans())
+def test_plans_equal_the_definition_on_small_dags(dag, merge):
+    assert plan_streams(dag, merge=merge) == plan_by_definition(dag, merge)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("merge", [False, True])
+def test_plans_equal_the_definition_on_cell_networks(seed, merge):
+    dag = cell_network(4, seed)
+    plan = plan_streams(dag, merge=merge)
+    assert plan == plan_by_definition(dag, merge)
+    assert len(plan.streams) >= plan.width > 1
+
+
+def width_by_definition(dag: nx.DiGraph) -> int:
+    return plan_by_definition(dag).width
+
+
+def test_width_equals_the_definition_on_random_dags():
+    # sparse and dense DAGs of up to 14 nodes, where a greedy matching of the closure often falls short
+    rng = random.Random(5)
+    for _ in range(1000):
+        n, density = rng.randint(2, 14), rng.random() / 2
+        dag = nx.DiGraph()
+        dag.add_nodes_from(range(n))
+        dag.add_edges_from((i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < density)
+        assert dag_width(dag) == width_by_definition(dag), sorted(dag.edges)
+
+
+def test_width_of_deep_ladders():
+    assert dag_width(ladder(2000, 2)) == 2
+    assert dag_width(ladder(300, 5)) == 5
+    assert plan_streams(ladder(300, 5)).width == 5
+
+
+def test_width_of_a_cycle_is_an_input_error():
+    with pytest.raises(InputError, match="cycle"):
+        dag_width(nx.DiGraph([("a", "b"), ("b", "c"), ("c", "a")]))
+
+
+@pytest.mark.timing
+def test_a_1300_operator_network_is_planned_in_well_under_a_second():
+    dag = cell_network(31)
+    assert 1250 <= dag.number_of_nodes() <= 1400
+    plans = {}
+    for merge in (False, True):
+        start = time.perf_counter()
+        plans[merge] = plan_streams(dag, merge=merge)
+        plans[merge].program()
+        assert time.perf_counter() - start < 1.0  # tens of milliseconds on a 2-core VM
+    plain, merged = plans[False], plans[True]
+    for plan in (plain, merged):
+        assert sorted(node for nodes in plan.streams for node in nodes) == sorted(dag.nodes)
+    assert len(plain.syncs) == plain.reduced_edges - (dag.number_of_nodes() - len(plain.streams))
+    assert len(merged.syncs) == len(plain.syncs)
+    assert plain.width == merged.width <= len(merged.streams) < len(plain.streams)

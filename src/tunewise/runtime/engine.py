@@ -52,7 +52,8 @@ class StreamedModule(nn.Module):
     """Runs ``model``'s exported operators on the streams of its plan, ordered by the plan's events.
 
     The model is exported (``graph.export_program``) once, in its train or eval mode at construction and for
-    the shapes and dtypes of ``example_inputs``; calls must keep both. Parameters and buffers are looked up in
+    the shapes and dtypes of ``example_inputs``; calls must keep both. A caller that already holds that export
+    passes it as ``program``; nothing then checks that it is ``model``'s. Parameters and buffers are looked up in
     ``model`` at every call, so gradients reach them; buffers the model updates (batch-norm statistics in
     training) are read through a copy taken at the start of a call, and written back on the calling stream
     after every stream has joined it. A call drops each intermediate once the last operator reading it is
@@ -71,11 +72,12 @@ class StreamedModule(nn.Module):
     stream that reads it is done with it (during a capture, only after the capture ends).
     """
 
-    def __init__(self, model: nn.Module, example_inputs: Sequence[torch.Tensor], *, merge: bool = False):
+    def __init__(self, model: nn.Module, example_inputs: Sequence[torch.Tensor], *, merge: bool = False,
+                 program: torch.export.ExportedProgram | None = None):
         super().__init__()
         self.model = model
         inputs = check_inputs(example_inputs)
-        program = export_program(model, inputs)
+        program = export_program(model, inputs) if program is None else program
         _check_supported(program)
         self.plan: StreamPlan = plan_streams(operator_dag(program.graph), merge=merge)
         self.device = _device_of(model, inputs)
