@@ -13,10 +13,10 @@ for TVM's import.
 
 import importlib
 
-__all__ = ["Budget", "load", "resume", "set_verbose", "tune", "tune_many"]
+__all__ = ["Budget", "RunSettings", "load", "resume", "set_verbose", "tune", "tune_many"]
 __version__ = "0.1.0"
 
-_LAZY = {"Budget": "tunewise.budget", "load": "tunewise.compile", "resume": "tunewise.workflow",
+_LAZY = {"Budget": "tunewise.budget", "RunSettings": "tunewise.settings", "load": "tunewise.compile", "resume": "tunewise.workflow",
          "set_verbose": "tunewise.logs", "tune": "tunewise.workflow", "tune_many": "tunewise.cluster"}
 
 
