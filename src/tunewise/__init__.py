@@ -16,8 +16,9 @@ import importlib
 __all__ = ["Budget", "RunSettings", "load", "resume", "set_verbose", "tune", "tune_many"]
 __version__ = "0.1.0"
 
-_LAZY = {"Budget": "tunewise.budget", "RunSettings": "tunewise.settings", "load": "tunewise.compile", "resume": "tunewise.workflow",
-         "set_verbose": "tunewise.logs", "tune": "tunewise.workflow", "tune_many": "tunewise.cluster"}
+_LAZY = {"Budget": "tunewise.budget", "RunSettings": "tunewise.settings", "load": "tunewise.compile",
+         "resume": "tunewise.workflow", "set_verbose": "tunewise.logs", "tune": "tunewise.workflow",
+         "tune_many": "tunewise.cluster"}
 
 
 def __getattr__(name: str):
