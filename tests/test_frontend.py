@@ -93,7 +93,7 @@ def test_unsupported_operator_is_named():
 def test_parse_input_shapes(spec, shape):
     assert frontend.parse_input_shapes([spec]) == {"x": shape}
     for bad in ["x", "x=1,a", "=1,2", "x=0,3"]:
-        with pytest.raises(InputError):
+        with pytest.raises(InputError, match=f"bad --input-shape '{bad}': expected NAME=D1,D2,..."):
             frontend.parse_input_shapes([bad])
 
 

@@ -124,7 +124,7 @@ def test_the_cost_model_learns_from_every_slot(tiny_mlp, measurer):
 @pytest.mark.parametrize("kwargs", [{"max_trials": 0}, {"time_budget": -1}, {"per_task_trials": 1.5e300 * 1e10},
                                     {"patience": True}])
 def test_bad_budgets(kwargs):
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match=f"budget {next(iter(kwargs)).replace('_', '-')} must be a positive number"):
         session.Budget(**kwargs)
 
 

@@ -92,5 +92,5 @@ def test_aggregate_stores():
 def test_factory_rejects_unknown_names_and_arguments():
     for name, kwargs in [("gp", {}), ("rfei", {"trees": 10}), ("xgb", {"bogus": 1}), ("rfei", {"warmup": 0}),
                          ("rfei", {"max_exploration": 2.0})]:
-        with pytest.raises(InputError):
+        with pytest.raises(InputError, match=f"cost model '{name}'"):
             cost_models.create(name, **kwargs)

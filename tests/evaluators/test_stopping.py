@@ -111,7 +111,7 @@ def test_factory():
     assert evaluators.create("adaptive").runs_per_batch(1.0) == 1
     for name, kwargs in [("nope", {}), ("fixed", {"number": 3}), ("adaptive", {"eps": 0.1}),
                          ("adaptive", {"runs": 0}), ("adaptive", {"reference": 0.0})]:
-        with pytest.raises(InputError):
+        with pytest.raises(InputError, match=f"evaluator '{name}'"):
             evaluators.create(name, **kwargs)
     with pytest.raises(InputError):
         evaluators.create(adaptive, runs=3)

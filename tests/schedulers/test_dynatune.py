@@ -203,7 +203,7 @@ def test_softmax_follows_the_rewards():
     ],
 )
 def test_create_rejects_bad_arguments(name, kwargs):
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match=f"scheduler '{name}'.*{next(iter(kwargs))}"):
         schedulers.create(name, **kwargs)
 
 

@@ -251,7 +251,7 @@ def test_create_rejects_bad_input(name, kwargs, message):
 
 
 def test_create_rejects_arguments_with_an_instance():
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match=r"arguments \['seed'\] given with a scheduler instance"):
         schedulers.create(Random(seed=0), seed=1)
 
 
