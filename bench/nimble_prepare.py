@@ -9,9 +9,9 @@ and the module's launch tables (``StreamedModule``), then warms it up and captur
 before the GPU is timed here, phase by phase, on the CPU, with the model and its inputs on the CPU (the
 export records fake tensors, so the device changes little), and torch on one thread:
 
-* ``export``: ``graph.export_program``, the model in functional ATen through torch.export;
+* ``export``: ``dag.export_program``, the model in functional ATen through torch.export;
 * ``check``: the engine's check that the exported program has only what it can run;
-* ``dag``: ``graph.operator_dag``;
+* ``dag``: ``dag.operator_dag``;
 * ``plan``: ``streams.plan_streams`` (transitive reduction, matching, the DAG's width);
 * ``program``: ``StreamPlan.program``, the steps to issue;
 * ``module``: ``StreamedModule`` built from the exported program: the plan and program again, and the launch
@@ -21,7 +21,7 @@ export records fake tensors, so the device changes little), and torch on one thr
 wall-clock seconds and in CPU seconds of the process, and the fastest is reported (the others only add the
 noise of a shared machine); ``first_s`` is the preparation before them, whose export pays torch's lazy
 imports when it is the process's first. One more pass under cProfile names the hot spots: the slowest
-functions by their own time, and the cumulative time of every function of ``graph`` and ``streams``.
+functions by their own time, and the cumulative time of every function of ``dag`` and ``streams``.
 
 The networks are random-weight stacks of cells in plain PyTorch (batch 1, 8 x 8 images, few channels: the
 export does not depend on sizes): ``inception-13``, the zoo's ``InceptionCells`` with 13 cells (GoogLeNet-style
@@ -46,7 +46,7 @@ import torch
 from torch import nn
 
 from tunewise import target, zoo
-from tunewise.runtime import engine, graph, streams
+from tunewise.runtime import dag, engine, streams
 
 
 def _relu_conv_bn(cin: int, cout: int) -> nn.Sequential:
@@ -133,23 +133,23 @@ def phases(model: nn.Module, inputs: tuple[torch.Tensor, ...], merge: bool) -> t
     width)."""
     wall: dict[str, float] = {}
     cpu: dict[str, float] = {}
-    program = timed(lambda: graph.export_program(model, inputs), wall, cpu, "export")
+    program = timed(lambda: dag.export_program(model, inputs), wall, cpu, "export")
     timed(lambda: engine._check_supported(program), wall, cpu, "check")
-    dag = timed(lambda: graph.operator_dag(program.graph), wall, cpu, "dag")
-    plan = timed(lambda: streams.plan_streams(dag, merge=merge), wall, cpu, "plan")
+    operators = timed(lambda: dag.operator_dag(program.graph), wall, cpu, "dag")
+    plan = timed(lambda: streams.plan_streams(operators, merge=merge), wall, cpu, "plan")
     timed(plan.program, wall, cpu, "program")
     module = timed(lambda: engine.StreamedModule(model, inputs, merge=merge, program=program), wall, cpu, "module")
     for seconds in (wall, cpu):
         seconds["total"] = seconds["export"] + seconds["module"]
     assert module.plan == plan
-    made = {"operators": len(plan.order), "edges": dag.number_of_edges(), "reduced_edges": plan.reduced_edges,
+    made = {"operators": len(plan.order), "edges": operators.number_of_edges(), "reduced_edges": plan.reduced_edges,
             "streams": len(plan.streams), "syncs": len(plan.syncs), "width": plan.width}
     return wall, cpu, made
 
 
 def hot_spots(model: nn.Module, inputs: tuple[torch.Tensor, ...], merge: bool, top: int) -> dict:
     """One preparation under cProfile: the ``top`` functions by own time, and the cumulative time of every
-    function of tunewise.runtime's graph and streams modules."""
+    function of tunewise.runtime.s dag and streams modules."""
     profile = cProfile.Profile()
     profile.enable()
     phases(model, inputs, merge)
@@ -162,7 +162,7 @@ def hot_spots(model: nn.Module, inputs: tuple[torch.Tensor, ...], merge: bool, t
 
     by_own = sorted(stats.items(), key=lambda item: -item[1][2])[:top]
     ours = sorted(((key, value) for key, value in stats.items()
-                   if key[0].endswith(("tunewise/runtime/streams.py", "tunewise/runtime/graph.py"))),
+                   if key[0].endswith(("tunewise/runtime/streams.py", "tunewise/runtime/dag.py"))),
                   key=lambda item: -item[1][3])
     return {"by_own_time": [{"function": label(key), "calls": value[1], "own_s": value[2], "cumulative_s": value[3]}
                             for key, value in by_own],
@@ -184,7 +184,7 @@ def print_table(rows: dict) -> None:
               + "".join(f"{best[p]:>9.3f}" for p in PHASES)
               + f"{cpu['export']:>12.3f}{cpu['total']:>11.3f}{row['first_s']['total']:>8.2f}")
     for name, row in rows.items():
-        print(f"\n{name}: functions of tunewise.runtime.graph and .streams, cumulative seconds under cProfile")
+        print(f"\n{name}: functions of tunewise.runtime.dag and .streams, cumulative seconds under cProfile")
         for item in row["hot_spots"]["runtime"]:
             print(f"  {item['cumulative_s']:8.3f}  {item['calls']:>7}  {item['function']}")
         print(f"{name}: slowest functions by own time under cProfile")

@@ -12,7 +12,7 @@ import tunewise.runtime
 from tunewise import zoo
 from tunewise.errors import InputError, ModelImportError
 from tunewise.runtime import AotEngine, EagerEngine, StreamedModule, aot, aot_training, plan_streams
-from tunewise.runtime.graph import export_program, operator_dag, producer
+from tunewise.runtime.dag import export_program, operator_dag, producer
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

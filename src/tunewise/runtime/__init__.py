@@ -5,8 +5,8 @@ model through torch.export on any device, and ``aot`` / ``aot_training`` capture
 streams into CUDA graphs. Importing this package needs no GPU.
 """
 
+from tunewise.runtime.dag import export_program, operator_dag, plan_exported, plan_model
 from tunewise.runtime.engine import AotEngine, EagerEngine, StreamedModule, aot, aot_training
-from tunewise.runtime.graph import export_program, operator_dag, plan_exported, plan_model
 from tunewise.runtime.streams import StreamPlan, Sync, dag_width, plan_streams
 
 __all__ = [

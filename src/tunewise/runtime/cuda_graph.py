@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from tunewise.runtime.graph import check_inputs
+from tunewise.runtime.dag import check_inputs
 
 
 def single_stream(model: nn.Module, example_inputs: Sequence[torch.Tensor], *,

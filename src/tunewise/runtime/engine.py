@@ -28,7 +28,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
 from tunewise.errors import InputError, ModelImportError
-from tunewise.runtime.graph import check_inputs, export_program, is_operator, operator_dag, producer
+from tunewise.runtime.dag import check_inputs, export_program, is_operator, operator_dag, producer
 from tunewise.runtime.streams import Fork, Join, Launch, Record, StreamPlan, Wait, plan_streams
 
 FALLBACKS = (None, "cpu")

@@ -11,7 +11,8 @@ from torch import nn
 
 from tunewise import zoo
 from tunewise.errors import InputError, ModelImportError
-from tunewise.runtime import export_program, graph, operator_dag, plan_model, plan_streams
+from tunewise.runtime import dag as dags
+from tunewise.runtime import export_program, operator_dag, plan_model, plan_streams
 
 
 @functools.cache
@@ -139,7 +140,7 @@ def test_the_one_trace_export_equals_export_then_decompositions(name, train):
         model = entry.build().train(train)
         x = torch.zeros(entry.input_shape, dtype=torch.long if entry.input_kind == "tokens" else torch.float)
     public = torch.export.export(model, (x,)).run_decompositions({})
-    assert described(graph._export_functional(model, (x,)), model) == described(public, model)
+    assert described(dags._export_functional(model, (x,)), model) == described(public, model)
 
 
 def test_export_takes_the_public_route_when_the_one_trace_route_fails(monkeypatch):
@@ -148,7 +149,7 @@ def test_export_takes_the_public_route_when_the_one_trace_route_fails(monkeypatc
 
     model, x = Branches(), torch.randn(1, 8)
     expected = described(export_program(model, (x,)), model)
-    monkeypatch.setattr(graph, "_export_functional", fails)
+    monkeypatch.setattr(dags, "_export_functional", fails)
     assert described(export_program(model, (x,)), model) == expected
 
 
