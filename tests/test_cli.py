@@ -380,7 +380,7 @@ def test_a_target_this_machine_cannot_run_is_refused_before_tuning(capsys, tmp_p
     url = f"sqlite:///{tmp_path}/tunewise.db"
     cases = []
     if not tvm.cuda(0).exist:
-        cases.append(("cuda", "target cuda needs a cuda device, and this machine has none"))
+        cases.append(("cuda", "target cuda needs an NVIDIA GPU, and this machine has none"))
     if "amx-tile" not in codegen.llvm_get_cpu_features(tvm.target.Target(target.host_cpu())):
         cases.append(('{"kind": "llvm", "mcpu": "sapphirerapids"}', "cannot run code for mcpu sapphirerapids"))
     if not cases:
