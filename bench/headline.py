@@ -3,10 +3,18 @@
 ::
 
     .venv/bin/python bench/headline.py --models resnet18,mobilenetv2,transformer --minutes 30
+    .venv/bin/python bench/headline.py --models tiny-cnn,unet,model.onnx,exported.pt2 --minutes 1
+
+``--models`` takes zoo names, ``.pt2`` and ``.onnx`` files (a file's results go under its file name,
+``model.onnx``), and the held-out models' names (``unet``, ``vit``, ``mobile-silu``, ``tcn``, ``grouped``),
+each written by :mod:`heldout_models` as its ``.pt2`` file, with weights seeded by ``--seed``, into a
+temporary folder.
 
 Per model: one import, one extraction and one measurement of the default latencies, shared by both arms;
-PyTorch eager and onnxruntime timed in a fresh process (:func:`tunewise.timing.time_references`). Then, one
-after the other, each arm tunes from an empty database for ``--minutes`` of tuning time:
+PyTorch eager, onnxruntime and ``torch.compile`` (inductor, its default mode) timed one after the other in a
+fresh process (:func:`tunewise.timing.reference_latencies`), ``torch.compile``'s compilation (its first call,
+with an empty inductor cache) timed apart. Then, one after the other, each arm tunes from an empty database
+for ``--minutes`` of tuning time:
 
 - ``stock``: ``ms.tune_tasks`` with the gradient task scheduler and its defaults (64 trials per iteration,
   XGBoost, evolutionary search, ``LocalBuilder``/``LocalRunner``), changed only by the build function that
@@ -26,7 +34,9 @@ Reported per model and arm: ``ttq5_s``, the tuning time of the first checkpoint 
 compiled latency of either arm (:func:`tunewise.lab.curves.time_to_quality`), ``final_ms``,
 ``trials_per_min``, and ``split`` (seconds of search, build and measurement; for ``stock``, build and
 measurement are the wall time of its builder's and runner's calls, search the rest); per model ``ttq5_ratio``
-(stock's ``ttq5_s`` over ours), ``onnxruntime_ms`` and ``eager_ms``. ``--out`` (default
+(stock's ``ttq5_s`` over ours), ``onnxruntime_ms``, ``eager_ms``, ``torch_compile_ms`` and
+``torch_compile_s`` (the seconds of its compilation; these three ``None`` for an ``.onnx`` file, which has no
+PyTorch model). ``--out`` (default
 ``bench/results/headline.json``) holds them with the command line, the commit and the CPU model
 (:mod:`provenance`); it is written after every arm, and ``--resume`` makes only the arms it lacks. ``--keep DIR``
 keeps each ``tunewise`` arm's store as ``DIR/MODEL-seedS.db``, to study its records afterwards
@@ -43,18 +53,21 @@ import os
 import tempfile
 import time
 
+import heldout_models
 import provenance
 import stock
 
-from tunewise import prepare, stores, timing, tvm_env, zoo
+from tunewise import frontend, prepare, stores, tasks, timing, tvm_env
 from tunewise import target as targets
 from tunewise.callbacks import Callback
 from tunewise.checks import ModelCheck
+from tunewise.errors import InputError
 from tunewise.lab.curves import ratio, time_to_quality
 from tunewise.session import Budget
 from tunewise.settings import RunSettings
 
 ARMS = ("stock", "tunewise")
+REFERENCES = {"eager_ms": "torch_eager", "onnxruntime_ms": "onnxruntime", "torch_compile_ms": "torch_compile"}
 
 
 class Checkpoints(ModelCheck):
@@ -247,6 +260,30 @@ def run_stock(model, config, seconds: float, times: list[float], seed: int) -> d
             "trials_per_min": 60 * trials / tuning, "split": split, "final_ms": compiled[-1][1]}
 
 
+def sources(names: list[str], folder: str, seed: int) -> dict[str, str]:
+    """``--models``' names by their keys in the results: a zoo name as it is; a ``.pt2`` or ``.onnx`` file under
+    its file name; a held-out model as its ``.pt2`` file, written to ``folder`` with weights seeded by ``seed``."""
+    models = {}
+    for name in names:
+        if name in heldout_models.MODELS:
+            models[name] = heldout_models.write(name, folder, seed)[0]
+            continue
+        try:
+            frontend.check_source(name)
+        except InputError as err:
+            raise SystemExit(f"{err}; or a held-out model ({', '.join(heldout_models.MODELS)})") from None
+        models[os.path.basename(name) if name.endswith((".pt2", ".onnx")) else name] = name
+    return models
+
+
+def time_references(entry: dict, source: str, inputs, seed: int) -> None:
+    """Fill in the entry's references (:data:`REFERENCES`, in milliseconds) and ``torch_compile_s``."""
+    timed = timing.reference_latencies(source, inputs, seed=seed, torch_compile=True)
+    for key, name in REFERENCES.items():
+        entry[key] = None if timed[name] is None else timed[name] * 1e3
+    entry["torch_compile_s"] = timed["torch_compile_seconds"]
+
+
 def summarise(entry: dict) -> None:
     """Fill in each arm's ``ttq5_s`` and the model's ``ttq5_ratio`` once both arms ran."""
     if not all(arm in entry for arm in ARMS):
@@ -260,7 +297,8 @@ def summarise(entry: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", default="resnet18,mobilenetv2,transformer")
+    parser.add_argument("--models", default="resnet18,mobilenetv2,transformer",
+                        help="zoo names, .pt2/.onnx files and held-out models' names (bench/heldout_models.py)")
     parser.add_argument("--minutes", type=float, default=30.0, help="tuning time of each arm on each model")
     parser.add_argument("--checkpoints", default="2,5,10,20", help="minutes of tuning time")
     parser.add_argument("--seed", type=int, default=0)
@@ -295,43 +333,43 @@ def main() -> None:
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
     tvm_env.prepare("llvm")
-    for name in args.models.split(","):
-        entry = models.setdefault(name, {})
-        if all(arm in entry for arm in ARMS):
-            continue
-        settings = RunSettings(source=name, seed=args.seed, budget=Budget(max_trials=10**7),
-                               scheduler=args.scheduler, cost_model=args.cost_model, share=args.share,
-                               candidate_filter=None if args.filter == "none" else args.filter)
-        if "eager_ms" not in entry:
-            _, inputs = zoo.get(name, seed=args.seed)
-            eager, ort = timing.time_references(name, [x.numpy() for x in inputs], seed=args.seed)
-            entry["eager_ms"] = None if eager is None else eager * 1e3
-            entry["onnxruntime_ms"] = None if ort is None else ort * 1e3
-        measurer = prepare.make_measurer(target, settings)
-        try:
-            model = prepare.load_model(name, settings, target=target, measurer=measurer)
-            for arm in ARMS:
-                if arm in entry:
-                    continue
-                if arm == "stock":
-                    entry[arm] = run_stock(model, settings.measure, seconds, times, args.seed)
-                else:
-                    url = "sqlite://"
-                    if args.keep:  # a store of its own: records of an earlier run would join its best
-                        path = os.path.join(os.path.abspath(args.keep), f"{name}-seed{args.seed}.db")
-                        with contextlib.suppress(FileNotFoundError):
-                            os.remove(path)
-                        url = f"sqlite:///{path}"
-                    entry[arm] = run_ours(model, settings, measurer, seconds, times, url)
-                entry[arm]["provenance"] = provenance.stamp()
-                entry["cpu"], entry["commit"] = entry[arm]["provenance"]["cpu"], entry[arm]["provenance"]["commit"]
-                summarise(entry)
-                save()
-                print(name, arm, {k: v for k, v in entry[arm].items() if k not in ("compiled", "estimate")},
-                      flush=True)
-        finally:
-            measurer.close()
-        print(name, {k: v for k, v in entry.items() if k not in ARMS}, flush=True)
+    with tempfile.TemporaryDirectory(prefix="headline-") as folder:
+        for name, source in sources(args.models.split(","), folder, args.seed).items():
+            entry = models.setdefault(name, {})
+            if all(arm in entry for arm in ARMS):
+                continue
+            settings = RunSettings(source=source, seed=args.seed, budget=Budget(max_trials=10**7),
+                                   scheduler=args.scheduler, cost_model=args.cost_model, share=args.share,
+                                   candidate_filter=None if args.filter == "none" else args.filter)
+            imported = frontend.load(source, seed=args.seed)
+            if not all(key in entry for key in (*REFERENCES, "torch_compile_s")):
+                time_references(entry, source, imported.inputs, args.seed)
+            measurer = prepare.make_measurer(target, settings)
+            try:
+                model = tasks.extract(imported, target, level=settings.level, measurer=measurer)
+                for arm in ARMS:
+                    if arm in entry:
+                        continue
+                    if arm == "stock":
+                        entry[arm] = run_stock(model, settings.measure, seconds, times, args.seed)
+                    else:
+                        url = "sqlite://"
+                        if args.keep:  # a store of its own: records of an earlier run would join its best
+                            path = os.path.join(os.path.abspath(args.keep), f"{name}-seed{args.seed}.db")
+                            with contextlib.suppress(FileNotFoundError):
+                                os.remove(path)
+                            url = f"sqlite:///{path}"
+                        entry[arm] = run_ours(model, settings, measurer, seconds, times, url)
+                    entry[arm]["provenance"] = provenance.stamp()
+                    entry["cpu"] = entry[arm]["provenance"]["cpu"]
+                    entry["commit"] = entry[arm]["provenance"]["commit"]
+                    summarise(entry)
+                    save()
+                    print(name, arm, {k: v for k, v in entry[arm].items() if k not in ("compiled", "estimate")},
+                          flush=True)
+            finally:
+                measurer.close()
+            print(name, {k: v for k, v in entry.items() if k not in ARMS}, flush=True)
 
 
 if __name__ == "__main__":

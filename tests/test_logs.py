@@ -7,9 +7,10 @@ import re
 import warnings
 
 import pytest
+import torch
 
 import tunewise
-from tunewise import cli, logs
+from tunewise import cli, frontend, logs
 
 _THIRD_PARTY = ("Scope Saving:", "Scope Loaded:", "executable.cc", "FutureWarning")
 _LOG_LINE = re.compile(r"^tunewise: third-party log: (.+)$", re.MULTILINE)
@@ -55,6 +56,31 @@ def test_nothing_written_leaves_no_log(capfd, log_dir):
     with logs.routed("test"):
         print("only ours")
     assert capfd.readouterr().err == "" and not log_dir.exists()
+
+
+class _CausalConv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(4, 4, 3, dilation=2)
+
+    def forward(self, x):
+        return self.conv(torch.nn.functional.pad(x, (4, 0)))  # exported as pads computed from constants
+
+
+@pytest.mark.tvm
+def test_what_the_onnx_importer_prints_goes_to_the_log(capfd, log_dir, tmp_path):
+    path = str(tmp_path / "causal.onnx")
+    torch.onnx.export(_CausalConv().eval(), (torch.randn(1, 4, 32),), path, dynamo=False)
+    capfd.readouterr()
+    with logs.routed("test"):
+        frontend.load(path)  # TVM's importer refuses the pads and prints so; the pads folded, it imports
+    captured = capfd.readouterr()
+    assert "Error converting operator Pad" in _quiet(captured)
+    assert "Error converting" not in captured.out + captured.err
+
+    with logs.routed("test", verbose=True):
+        frontend.load(path)
+    assert "Error converting operator Pad" in capfd.readouterr().out
 
 
 @pytest.mark.tvm

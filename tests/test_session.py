@@ -246,3 +246,35 @@ def test_a_new_run_tunes_the_heaviest_task_by_flops_before_measuring_default_lat
                             store, run_id, trials_per_slot=4)
     assert [t.default_latency for t in again.model.tasks] == defaults
     assert again.snapshot().trials == 8 and again.ledger.ask() is None
+
+
+@pytest.mark.parametrize("phase", ["measure", "default latencies"])
+def test_a_ctrl_c_during_the_opening_slot_records_it_before_stopping(tiny_mlp, measurer, phase):
+    """A first Ctrl-C finishes the slot in flight and records it: the opening slot too, whose default latencies
+    are measured after its candidates."""
+    import dataclasses
+    import signal
+
+    from tunewise import interrupts
+    from tunewise.callbacks import Callback
+
+    unmeasured = dataclasses.replace(tiny_mlp, tasks=tuple(dataclasses.replace(t, default_latency=math.inf)
+                                                           for t in tiny_mlp.tasks), defaults_measured=False)
+
+    class CtrlC(Callback):
+        def slot_phase(self, snapshot, task, slot_phase):
+            if slot_phase == phase:
+                interrupts._handle(signal.SIGINT, None)  # what the signal handler does on a Ctrl-C
+
+    store = stores.create("sqlite://")
+    run_id = new_run(store, tiny_mlp)
+    run = session.Session(unmeasured, schedulers.create("round-robin"), session.Budget(max_trials=8), measurer,
+                          store, run_id, trials_per_slot=4, callbacks=[CtrlC()])
+    with interrupts.handled(), pytest.raises(interrupts.Interrupted):
+        run.run()
+    assert store.get_run(run_id).status == stores.INTERRUPTED
+    assert len(store.get_trials(run_id)) == 4 and [c.trials for c in store.get_checkpoints(run_id)] == [4]
+    again = session.Session(unmeasured, schedulers.create("round-robin"), session.Budget(max_trials=8), measurer,
+                            store, run_id, trials_per_slot=4)
+    assert again.snapshot().trials == 4 and again.model.defaults_measured
+    assert again.run().trials == 8

@@ -44,3 +44,20 @@ def test_references_of_files_zoo_models_and_modules(tmp_path):
     for source in ("tiny-gpt", model):
         eager, ort = timing.time_references(source, ids, example_inputs=inputs)
         assert 0 < eager < 0.1 and 0 < ort < 0.1
+
+
+def test_torch_compile_is_timed_beside_the_references_its_compilation_apart(tmp_path):
+    model, inputs = zoo.get("tiny-mlp")
+    x = [inputs[0].numpy()]
+    pt2, onnx = str(tmp_path / "mlp.pt2"), str(tmp_path / "mlp.onnx")
+    torch.export.save(torch.export.export(model, inputs), pt2)
+    torch.onnx.export(model, inputs, onnx, dynamo=False)
+
+    timed = timing.reference_latencies(pt2, x, torch_compile=True)
+    assert set(timed) == {"torch_eager", "onnxruntime", "torch_compile", "torch_compile_seconds"}
+    assert all(0 < timed[name] < 0.1 for name in ("torch_eager", "onnxruntime", "torch_compile"))
+    assert timed["torch_compile_seconds"] > timed["torch_compile"]  # the first call compiles
+    timed = timing.reference_latencies(onnx, x, torch_compile=True)  # no PyTorch model to compile
+    assert timed["torch_eager"] is None is timed["torch_compile"] is timed["torch_compile_seconds"]
+    assert 0 < timed["onnxruntime"] < 0.1
+    assert set(timing.reference_latencies(onnx, x)) == {"torch_eager", "onnxruntime"}

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tunewise import logs
 from tunewise.errors import InputError, ModelImportError, message_line
 
 
@@ -225,13 +226,15 @@ def from_onnx_file(path: str, *, input_shapes: dict[str, tuple[int, ...]] | None
         given = ", ".join(f"{k}={','.join(map(str, v.shape))}" for k, v in feeds.items())
         raise InputError(f"onnxruntime cannot run {path} on inputs {given}: {message_line(err)}") from None
     dtypes = {k: str(v.dtype) for k, v in feeds.items()}
-    try:
-        mod = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
-    except Exception as err:
-        try:  # e.g. "Dynamic pads are not supported": pads an exporter computes from constants at run time
-            mod = from_onnx(_constants_folded(model), shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
-        except Exception:
-            raise ModelImportError(f"cannot import {path}: {message_line(err)}") from None
+    with logs.prints_routed():  # the importer prints each operator it fails to convert
+        try:
+            mod = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=False)
+        except Exception as err:
+            try:  # e.g. "Dynamic pads are not supported": pads an exporter computes from constants at run time
+                mod = from_onnx(_constants_folded(model), shape_dict=shapes, dtype_dict=dtypes,
+                                keep_params_in_input=False)
+            except Exception:
+                raise ModelImportError(f"cannot import {path}: {message_line(err)}") from None
     return ImportedModel(name, mod, tuple(feeds[k] for k in shapes), reference)
 
 

@@ -10,6 +10,7 @@ contexts log through Python's :mod:`logging`. While :func:`routed` is active (ev
   are rebound to copies of the original descriptors, so tunewise's own output (summary, live display,
   errors) still reaches the terminal;
 - Python warnings raised outside tunewise's own code go to the log;
+- what third-party Python code prints inside :func:`prints_routed` (TVM's ONNX importer) goes to the log;
 - records of the loggers in :data:`THIRD_PARTY_LOGGERS` go to the log and not further up.
 
 At the end a log that received anything is kept and named in one line on standard error
@@ -42,6 +43,7 @@ DEFAULT_LOG_DIR = "tunewise-logs"
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _verbose: bool | None = None  # None: as TUNEWISE_DEBUG says
 _active = False  # inside a routed() block, routing or not
+_log = None  # the log file while a routed() block routes
 
 
 def set_verbose(verbose: bool | None = True) -> None:
@@ -90,7 +92,7 @@ def routed(label: str, *, verbose: bool | None = None):
     """Route third-party output to a new log file (see the module docstring) until the block ends; nothing
     when ``verbose`` (``None``: as :func:`is_verbose` says), and none in blocks inside it either way. ``label``
     names the file (``tune``, ``run``, ``load``...)."""
-    global _active
+    global _active, _log
     if _active:
         yield
         return
@@ -133,8 +135,10 @@ def routed(label: str, *, verbose: bool | None = None):
             logger.addHandler(handler)
             logger.propagate = False
         warnings.showwarning = show_warning
+        _log = log
         yield
     finally:
+        _log = None
         warnings.showwarning = show
         for logger, kept in zip(loggers, propagate, strict=True):
             logger.removeHandler(handler)
@@ -158,6 +162,19 @@ def routed(label: str, *, verbose: bool | None = None):
             if created is not None:
                 with contextlib.suppress(OSError):  # another process's log may be there by now
                     os.rmdir(created)
+
+
+@contextlib.contextmanager
+def prints_routed():
+    """Within the block, what is printed to ``sys.stdout`` goes to the log while a :func:`routed` block routes
+    (and to ``sys.stdout`` as usual otherwise): for third-party Python code that prints instead of logging.
+    TVM's ONNX importer prints each operator it fails to convert, "Error converting operator ...", also when
+    the model is then imported another way."""
+    if _log is None:
+        yield
+        return
+    with contextlib.redirect_stdout(_log):
+        yield
 
 
 def quiet(label: str):

@@ -291,8 +291,7 @@ class Session:
         if opening:
             on_phase("default latencies")
             defaults_start = time.perf_counter()
-            self._measure_defaults()
-            interrupts.raise_if_stopped()
+            self._measure_defaults()  # a stop asked for meanwhile comes after the slot is recorded
             slot = self.ledger.recorded(slot.index, k, len(proposed))
             slot_start += time.perf_counter() - defaults_start  # they are not the slot's
         now, target, workload = time.time(), str(self.model.target), self.database.workload(self._workloads[k])

@@ -14,8 +14,9 @@ The references are what is cheap to run without the user's code: a zoo model is 
 exported to ONNX in the fresh process; a ``.pt2`` file's program runs eagerly (``ExportedProgram.module()``)
 and, exported to ONNX there, in onnxruntime; an ``.onnx`` file runs in onnxruntime (there is no eager model
 to run); a ``torch.nn.Module`` is handed over pickled (run eagerly where its class
-can be imported in the fresh process, else as its ``torch.export`` program) and as an ONNX export. A reference
-that cannot be run is ``None``, and the ``tunewise.timing`` logger says why.
+can be imported in the fresh process, else as its ``torch.export`` program) and as an ONNX export. On
+request (:func:`reference_latencies`), the eager model is also compiled by ``torch.compile`` there and timed
+after them. A reference that cannot be run is ``None``, and the ``tunewise.timing`` logger says why.
 """
 
 from __future__ import annotations
@@ -139,16 +140,33 @@ def _reference_spec(source, example_inputs, seed: int, directory: str) -> dict |
 def time_references(source, inputs, *, example_inputs=None, seed: int = 0) -> tuple[float | None, float | None]:
     """``(PyTorch eager, onnxruntime)`` median latencies (seconds) of ``source`` on ``inputs`` (numpy arrays),
     timed in a fresh process that does not import TVM; ``None`` for what cannot be run."""
+    timed = reference_latencies(source, inputs, example_inputs=example_inputs, seed=seed)
+    return timed["torch_eager"], timed["onnxruntime"]
+
+
+CPU_REFERENCES = ("torch_eager", "onnxruntime")
+COMPILED_REFERENCES = ("torch_compile", "torch_compile_seconds")
+
+
+def reference_latencies(source, inputs, *, example_inputs=None, seed: int = 0,
+                        torch_compile: bool = False) -> dict[str, float | None]:
+    """The median latencies (seconds) of ``source`` on ``inputs`` (numpy arrays) by :data:`CPU_REFERENCES`
+    names (PyTorch eager, onnxruntime), timed one after the other in a fresh process that does not import TVM;
+    with ``torch_compile``, also ``"torch_compile"``: the PyTorch model compiled by ``torch.compile``
+    (inductor, its default mode), timed after a first call that compiles it, and ``"torch_compile_seconds"``,
+    that first call's wall time (with an empty inductor cache: the whole compilation, whatever was compiled
+    before). ``None`` for what cannot be run (an ``.onnx`` file has no PyTorch model to run or compile)."""
+    names = CPU_REFERENCES + (COMPILED_REFERENCES if torch_compile else ())
     with tempfile.TemporaryDirectory(prefix="tunewise-timing-") as directory:
         spec = _reference_spec(source, example_inputs, seed, directory)
         if spec is None:
-            return None, None
+            return dict.fromkeys(names)
         np.savez(os.path.join(directory, "inputs.npz"), *inputs)
-        result = _run_worker({"kind": "references", **spec, "inputs": os.path.join(directory, "inputs.npz")},
-                             directory)
+        result = _run_worker({"kind": "references", **spec, "inputs": os.path.join(directory, "inputs.npz"),
+                              "torch_compile": torch_compile}, directory)
     for reason in result["skipped"]:
         _log.info("%s", reason)
-    return result["torch_eager"], result["onnxruntime"]
+    return {name: result.get(name) for name in names}
 
 
 def _median_round_time(call, sync=lambda: None) -> float:
@@ -304,7 +322,32 @@ def _time_references(spec: dict, inputs: list[np.ndarray]) -> dict:
         session = onnxruntime.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
         feeds = {i.name: x for i, x in zip(session.get_inputs(), inputs, strict=True)}
         result["onnxruntime"] = _median_round_time(lambda: session.run(None, feeds))
+    if spec.get("torch_compile"):  # last: inductor may start compile workers, which would share the cores
+        result.update(_time_torch_compile(model, tensors, os.path.dirname(spec["inputs"]), result["skipped"]))
     return result
+
+
+def _time_torch_compile(model, tensors, directory: str, skipped: list[str]) -> dict:
+    """``{"torch_compile", "torch_compile_seconds"}`` of ``model`` compiled by ``torch.compile`` (inductor,
+    default mode) under ``no_grad``, its caches in ``directory`` (empty: the compilation is not a cache hit)."""
+    import torch
+
+    timed = dict.fromkeys(COMPILED_REFERENCES)
+    if model is None:
+        skipped.append("no torch.compile reference: no PyTorch model to compile")
+        return timed
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(directory, "inductor")
+    try:
+        with torch.no_grad():
+            compiled = torch.compile(model)
+            start = time.perf_counter()
+            compiled(*tensors)
+            timed["torch_compile_seconds"] = time.perf_counter() - start
+            timed["torch_compile"] = _median_round_time(lambda: compiled(*tensors))
+    except Exception as err:  # dynamo and inductor raise many types
+        skipped.append(f"no torch.compile reference: {type(err).__name__}: {message_line(err)}")
+        return dict.fromkeys(COMPILED_REFERENCES)
+    return timed
 
 
 def _main(spec_path: str) -> None:
