@@ -17,6 +17,25 @@ def _third_party_logs(tmp_path_factory):
     os.environ[logs.LOG_DIR_VARIABLE] = str(tmp_path_factory.mktemp("tunewise-logs"))
 
 
+@pytest.fixture
+def causal_onnx(tmp_path):
+    """A dilated causal 1-D convolution exported to ONNX (``causal.onnx``): the exporter writes its left pad as
+    pads computed from constants, which TVM's ONNX importer refuses."""
+    import torch
+
+    class CausalConv(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv1d(4, 4, 3, dilation=2)
+
+        def forward(self, x):
+            return self.conv(torch.nn.functional.pad(x, (4, 0)))
+
+    path = tmp_path / "causal.onnx"
+    torch.onnx.export(CausalConv().eval(), (torch.randn(1, 4, 32),), str(path), dynamo=False)
+    return path
+
+
 @pytest.fixture(scope="session")
 def host_target():
     from tunewise import target, tvm_env

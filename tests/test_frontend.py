@@ -120,20 +120,10 @@ def test_input_shape_cannot_change_a_static_shape(tmp_path):
         frontend.load("tiny-mlp", input_shapes={"x": (2, 64)})
 
 
-class _CausalConv(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv1d(4, 4, 3, dilation=2)
-
-    def forward(self, x):
-        return self.conv(torch.nn.functional.pad(x, (4, 0)))  # exported as pads computed from constants
-
-
-def test_onnx_pads_computed_from_constants_are_folded_before_import(tmp_path):
+def test_onnx_pads_computed_from_constants_are_folded_before_import(causal_onnx):
     import onnx
 
-    path = tmp_path / "causal.onnx"
-    torch.onnx.export(_CausalConv().eval(), (torch.randn(1, 4, 32),), str(path), dynamo=False)
+    path = causal_onnx
     pad = next(n for n in onnx.load(path).graph.node if n.op_type == "Pad")
     initializers = {i.name for i in onnx.load(path).graph.initializer}
     assert pad.input[1] not in initializers  # the pads are a node's output, which TVM's importer refuses

@@ -7,7 +7,6 @@ import re
 import warnings
 
 import pytest
-import torch
 
 import tunewise
 from tunewise import cli, frontend, logs
@@ -58,19 +57,9 @@ def test_nothing_written_leaves_no_log(capfd, log_dir):
     assert capfd.readouterr().err == "" and not log_dir.exists()
 
 
-class _CausalConv(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv1d(4, 4, 3, dilation=2)
-
-    def forward(self, x):
-        return self.conv(torch.nn.functional.pad(x, (4, 0)))  # exported as pads computed from constants
-
-
 @pytest.mark.tvm
-def test_what_the_onnx_importer_prints_goes_to_the_log(capfd, log_dir, tmp_path):
-    path = str(tmp_path / "causal.onnx")
-    torch.onnx.export(_CausalConv().eval(), (torch.randn(1, 4, 32),), path, dynamo=False)
+def test_what_the_onnx_importer_prints_goes_to_the_log(capfd, log_dir, causal_onnx):
+    path = str(causal_onnx)
     capfd.readouterr()
     with logs.routed("test"):
         frontend.load(path)  # TVM's importer refuses the pads and prints so; the pads folded, it imports

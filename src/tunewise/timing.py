@@ -217,7 +217,7 @@ REFERENCES = {"torch_eager": "PyTorch eager", "onnxruntime": "onnxruntime",
 
 def time_references_on(target, source, inputs, *, example_inputs=None, seed: int = 0) -> dict[str, float | None]:
     """The references of a model tuned for ``target``, by their :data:`REFERENCES` names: on a CPU, PyTorch
-    eager and onnxruntime (:func:`time_references`); on a GPU, PyTorch eager, its single-stream CUDA graph
+    eager and onnxruntime (:func:`reference_latencies`); on a GPU, PyTorch eager, its single-stream CUDA graph
     and Nimble's engine on that GPU (:func:`time_gpu_references`). Every name is there, ``None`` where not
     timed."""
     from tunewise.target import is_gpu
@@ -226,8 +226,7 @@ def time_references_on(target, source, inputs, *, example_inputs=None, seed: int
     if is_gpu(target):
         timed.update(time_gpu_references(source, inputs, example_inputs=example_inputs, seed=seed))
     else:
-        timed["torch_eager"], timed["onnxruntime"] = time_references(source, inputs, example_inputs=example_inputs,
-                                                                     seed=seed)
+        timed.update(reference_latencies(source, inputs, example_inputs=example_inputs, seed=seed))
     return timed
 
 
