@@ -30,12 +30,18 @@ def test_untuned_and_tuned_are_timed_in_one_fresh_process(tiny_mlp):
     assert tvm.runtime.num_threads() == threads
 
 
+def _as_files(model, inputs, folder) -> tuple[str, str]:
+    """``model`` saved as ``folder/model.pt2`` (its torch.export program) and ``folder/model.onnx``."""
+    pt2, onnx = str(folder / "model.pt2"), str(folder / "model.onnx")
+    torch.export.save(torch.export.export(model, inputs), pt2)
+    torch.onnx.export(model, inputs, onnx, dynamo=False)
+    return pt2, onnx
+
+
 def test_references_of_files_zoo_models_and_modules(tmp_path):
     model, inputs = zoo.get("tiny-gpt")
     ids = [inputs[0].numpy()]
-    pt2, onnx = str(tmp_path / "gpt.pt2"), str(tmp_path / "gpt.onnx")
-    torch.export.save(torch.export.export(model, inputs), pt2)
-    torch.onnx.export(model, inputs, onnx, dynamo=False)
+    pt2, onnx = _as_files(model, inputs, tmp_path)
 
     eager, ort = timing.time_references(pt2, ids)  # the program, eagerly and exported to ONNX
     assert 0 < eager < 0.1 and 0 < ort < 0.1
@@ -49,9 +55,7 @@ def test_references_of_files_zoo_models_and_modules(tmp_path):
 def test_torch_compile_is_timed_beside_the_references_its_compilation_apart(tmp_path):
     model, inputs = zoo.get("tiny-mlp")
     x = [inputs[0].numpy()]
-    pt2, onnx = str(tmp_path / "mlp.pt2"), str(tmp_path / "mlp.onnx")
-    torch.export.save(torch.export.export(model, inputs), pt2)
-    torch.onnx.export(model, inputs, onnx, dynamo=False)
+    pt2, onnx = _as_files(model, inputs, tmp_path)
 
     timed = timing.reference_latencies(pt2, x, torch_compile=True)
     assert set(timed) == {"torch_eager", "onnxruntime", "torch_compile", "torch_compile_seconds"}
