@@ -265,7 +265,10 @@ def _edited(**changes):
     (lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "model_sha256"}).encode(),
      "not a tunewise artifact of this version (metadata.json has no checksum of model.so): rebuild it with "
      "tunewise tune --resume 3 -o"),
-], ids=["random", "list", "empty-object", "bad-target", "bad-shape", "bad-dtype", "no-dtype", "no-checksum"])
+    (lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "inputs"}).encode(),
+     "metadata.json describes no inputs for tunewise run to make"),
+], ids=["random", "list", "empty-object", "bad-target", "bad-shape", "bad-dtype", "no-dtype", "no-checksum",
+        "no-inputs"])
 def test_run_refuses_damaged_metadata_in_one_line(capsys, tiny_artifact, tmp_path, damage, expected):
     assert expected in _one_line_error(capsys, ["run", _damaged(tiny_artifact, tmp_path, "metadata.json", damage)])
 

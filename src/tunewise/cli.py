@@ -363,10 +363,13 @@ def _cmd_run(args) -> int:
 
     repeat = _whole("--repeat", args.repeat)
     model = compiler.load(args.artifact)
+    if "inputs" not in model.metadata:
+        raise InputError(f"{os.path.join(args.artifact, compiler.METADATA)} describes no inputs for tunewise run to "
+                         "make: call tunewise.load() from Python with your own inputs, or rebuild the artifact")
     generator = np.random.default_rng(0)
     inputs = [generator.standard_normal(spec["shape"]).astype(spec["dtype"])
               if np.dtype(spec["dtype"]).kind == "f" else np.zeros(spec["shape"], dtype=spec["dtype"])
-              for spec in model.metadata.get("inputs", [])]
+              for spec in model.metadata["inputs"]]
     outputs = model(*inputs)
     latency = model.time(*inputs, repeat=repeat)
     print(f"{model.metadata.get('model', args.artifact)}: median {latency.median * 1e3:.3f} ms over "
