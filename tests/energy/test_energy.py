@@ -132,5 +132,21 @@ def test_a_gpu_run_meters_its_host_where_nvml_cannot_be_read():
         with pytest.raises(MeterUnavailable, match="nvml"):
             energy.create("nvml+estimate")
     else:
-        assert energy.for_device("auto", gpu=True).name.startswith("nvml+")
+        assert energy.for_device("auto", gpu=True).name in ("nvml+rapl", "nvml+estimate")
     assert energy.for_device("estimate", gpu=True).name == "estimate"
+
+
+class _Counter(energy.EnergyMeter):
+    """An NVML stand-in that can always be read."""
+
+    name = "nvml"
+
+    def read(self):
+        return energy.Reading(1.0, estimated=False)
+
+
+def test_a_gpu_runs_host_is_its_cpu_never_the_gpu_again(monkeypatch):
+    monkeypatch.setitem(energy._REGISTRY, "nvml", _Counter)
+    meter = energy.for_device("auto", gpu=True)
+    assert meter.name in ("nvml+rapl", "nvml+estimate")  # the host's CPU, where "auto" alone could pick NVML
+    assert meter.parts()["nvml"] == energy.Reading(1.0, estimated=False)

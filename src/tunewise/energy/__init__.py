@@ -76,11 +76,14 @@ def create(name: str | EnergyMeter = "auto", **kwargs: object) -> EnergyMeter:
 
 def for_device(name: str | EnergyMeter, gpu: bool) -> EnergyMeter:
     """The meter called ``name`` for a run on a GPU (``gpu``) or a CPU. On a GPU, ``"auto"`` meters the GPU by
-    NVML and its host as ``"auto"`` does on a CPU (RAPL, else the estimate), summed (:class:`Combined`), and
-    the host alone where NVML cannot be read; any other name is :func:`create`'s."""
+    NVML and its host's CPU by RAPL, else the estimate, summed (:class:`Combined`), and the host alone where
+    NVML cannot be read; any other name is :func:`create`'s."""
     if not (gpu and name == "auto"):
         return create(name)
-    host = create("auto")
+    try:
+        host = create("rapl")
+    except MeterUnavailable:
+        host = create("estimate")
     try:
         return Combined(meters=[create("nvml"), host])
     except MeterUnavailable:

@@ -30,7 +30,7 @@ class Combined(EnergyMeter):
         return parts
 
     def read(self) -> Reading:
-        readings = [meter.read() for meter in self.meters]
+        readings = self.parts().values()
         return Reading(sum(r.joules for r in readings), estimated=any(r.estimated for r in readings))
 
     def close(self) -> None:
