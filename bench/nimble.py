@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from tunewise import zoo
-from tunewise.runtime import aot, aot_training
+from tunewise.runtime import aot, aot_training, cuda_graph
 
 MODELS = ["resnet18", "mobilenetv2", "squeezenet1.1", "vgg11", "transformer", "inception-cells"]
 INFERENCE_MODES = ["eager", "compile", "cudagraph", "tunewise"]
@@ -58,27 +58,6 @@ def failure(err: Exception) -> dict:
     return {"error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"}
 
 
-def single_stream_graph(model: nn.Module, x: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The plain model captured into one CUDA graph on one stream, with a static input buffer."""
-    static_x = x.clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            model(static_x)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = model(static_x)
-
-    def run(inputs: torch.Tensor) -> torch.Tensor:
-        static_x.copy_(inputs)
-        graph.replay()
-        return static_out.clone()
-
-    return run
-
-
 def inference_runner(mode: str, model: nn.Module, x: torch.Tensor, merge: bool):
     """A callable for ``mode`` and what it reports about itself (preparation time, stream plan)."""
     start = time.perf_counter()
@@ -94,7 +73,7 @@ def inference_runner(mode: str, model: nn.Module, x: torch.Tensor, merge: bool):
         for _ in range(3):  # compilation and cudagraph-tree recording happen in the first calls
             run(x)
     elif mode == "cudagraph":
-        run = single_stream_graph(model, x)
+        run = cuda_graph.single_stream(model, (x,))
     else:
         run = aot(model, (x,), merge=merge)
         plan = run.plan
