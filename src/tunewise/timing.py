@@ -157,13 +157,21 @@ def reference_latencies(source, inputs, *, example_inputs=None, seed: int = 0,
     that first call's wall time (with an empty inductor cache: the whole compilation, whatever was compiled
     before). ``None`` for what cannot be run (an ``.onnx`` file has no PyTorch model to run or compile)."""
     names = CPU_REFERENCES + (COMPILED_REFERENCES if torch_compile else ())
+    return _timed_references("references", names, source, inputs, example_inputs, seed, torch_compile=torch_compile)
+
+
+def _timed_references(kind: str, names: tuple[str, ...], source, inputs, example_inputs, seed: int,
+                      **options) -> dict[str, float | None]:
+    """The latencies ``names`` of ``source`` that a fresh process running the references of ``kind`` times
+    (``"references"``: on the CPU; ``"gpu-references"``: on GPU 0), with ``options`` in its spec; ``None``
+    for what it could not run, and the ``tunewise.timing`` logger says why."""
     with tempfile.TemporaryDirectory(prefix="tunewise-timing-") as directory:
         spec = _reference_spec(source, example_inputs, seed, directory)
         if spec is None:
             return dict.fromkeys(names)
         np.savez(os.path.join(directory, "inputs.npz"), *inputs)
-        result = _run_worker({"kind": "references", **spec, "inputs": os.path.join(directory, "inputs.npz"),
-                              "torch_compile": torch_compile}, directory)
+        result = _run_worker({"kind": kind, **spec, "inputs": os.path.join(directory, "inputs.npz"), **options},
+                             directory)
     for reason in result["skipped"]:
         _log.info("%s", reason)
     return {name: result.get(name) for name in names}
@@ -213,6 +221,7 @@ def _time_tvm(spec: dict, inputs: list[np.ndarray]) -> dict:
 
 REFERENCES = {"torch_eager": "PyTorch eager", "onnxruntime": "onnxruntime",
               "cuda_graph": "CUDA graph (1 stream)", "aot": "tunewise.runtime.aot"}
+GPU_REFERENCES = ("torch_eager", "cuda_graph", "aot")
 
 
 def time_references_on(target, source, inputs, *, example_inputs=None, seed: int = 0) -> dict[str, float | None]:
@@ -236,19 +245,7 @@ def time_gpu_references(source, inputs, *, example_inputs=None, seed: int = 0) -
     :func:`tunewise.runtime.cuda_graph.single_stream`) and ``"aot"`` (Nimble's graph over several streams:
     :func:`tunewise.runtime.aot`); ``None`` for what cannot be run (an ``.onnx`` file has no PyTorch model).
     Float32 throughout: TF32 is off, as the tuned kernels compute in float32."""
-    with tempfile.TemporaryDirectory(prefix="tunewise-timing-") as directory:
-        spec = _reference_spec(source, example_inputs, seed, directory)
-        if spec is None:
-            return dict.fromkeys(GPU_REFERENCES)
-        np.savez(os.path.join(directory, "inputs.npz"), *inputs)
-        result = _run_worker({"kind": "gpu-references", **spec, "inputs": os.path.join(directory, "inputs.npz")},
-                             directory)
-    for reason in result.pop("skipped"):
-        _log.info("%s", reason)
-    return {name: result[name] for name in GPU_REFERENCES}
-
-
-GPU_REFERENCES = ("torch_eager", "cuda_graph", "aot")
+    return _timed_references("gpu-references", GPU_REFERENCES, source, inputs, example_inputs, seed)
 
 
 def _reference_model(spec: dict, skipped: list[str]):
