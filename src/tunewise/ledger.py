@@ -174,32 +174,38 @@ class Ledger:
 
     def seconds_left(self) -> float:
         """Tuning time left under the time budget and the driver's limit (``inf`` when neither is set)."""
-        b = self.budget
-        left = math.inf if b.time_budget is None else b.time_budget - self.clock()
+        left = self._budget_seconds_left()
         if self._seconds_left is not None:
             left = min(left, self._seconds_left(self.snapshot()))
         return left
+
+    def _budget_seconds_left(self) -> float:
+        return math.inf if self.budget.time_budget is None else self.budget.time_budget - self.clock()
+
+    def _trials_spent(self) -> bool:
+        limit = self._max_trials()
+        return limit is not None and self.trials >= limit
+
+    def _due(self, snapshot: Snapshot) -> int | None:
+        """The held member due a transfer slot, if any (selective tuning)."""
+        return None if self.members is None else self.members.due(snapshot.tasks)
 
     def spent(self) -> bool:
         """Whether the run's own limits end it: its trial budget (as :class:`~tunewise.budget.Budget` counts
         failures) or its tuning time is spent, no task is live or due a transfer, or a stop rule ended it. A
         driver's own time limit is not one of them: a driver that ran out of its time (a round of a cluster)
         leaves a run that is not spent."""
-        limit, budget = self._max_trials(), self.budget
-        if self.stopped_by is not None or (limit is not None and self.trials >= limit):
-            return True
-        if budget.time_budget is not None and self.clock() >= budget.time_budget:
+        if self.stopped_by is not None or self._trials_spent() or self._budget_seconds_left() <= 0:
             return True
         snapshot = self.snapshot()
-        return not snapshot.live and (self.members is None or self.members.due(snapshot.tasks) is None)
+        return not snapshot.live and self._due(snapshot) is None
 
     def ask(self) -> Slot | None:
         """The next slot, or ``None`` when the run is over."""
-        limit = self._max_trials()
-        if (limit is not None and self.trials >= limit) or self.seconds_left() <= 0:
+        if self._trials_spent() or self.seconds_left() <= 0:
             return None
         snapshot = self.snapshot()
-        due = None if self.members is None else self.members.due(snapshot.tasks)
+        due = self._due(snapshot)
         if (not snapshot.live and due is None) or self._stopped(snapshot):
             return None
         if due is not None:
