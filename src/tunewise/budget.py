@@ -15,8 +15,8 @@ class Budget:
 
     ``count_failures`` false leaves failed candidates out of ``max_trials`` (they still cost time and count
     against the other limits). It is true by default: a trial budget then bounds what the run measures, and
-    in the recorded 600-trial runs of ResNet-18 and the Transformer (``bench/results/*-side-by-side*.json``:
-    24 runs of ours, 14,400 trials) not one candidate failed, so leaving them out would change nothing there.
+    in the recorded 600-trial runs of ResNet-18 and the Transformer (``bench/results/current/*-side-by-side*.json``:
+    12 runs of ours, 7,200 trials) not one candidate failed, so leaving them out would change nothing there.
     """
 
     max_trials: int | None = None

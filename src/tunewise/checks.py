@@ -3,7 +3,7 @@ checked against the reference, and timed in a fresh process, as the final artifa
 (:func:`tunewise.timing.time_models`).
 
 A check costs a compile of the model and a fresh timing process: 32-33 s on ResNet-18 after 64 trials on a
-2-core machine (``bench/check_cost.py``, ``bench/results/check-cost-resnet18.json``; a slow, barely tuned model
+2-core machine (``bench/check_cost.py``, ``bench/results/current/check-cost-resnet18.json``; a slow, barely tuned model
 takes longest to time). So it is made every :data:`DEFAULT_EVERY` seconds of tuning time by default, which
 keeps checks under 10 % of tuning time, and sooner once the latency estimate reaches the run's goal: stop
 rules (:mod:`tunewise.stoppers`) then decide from what the model measures, not from the estimate.

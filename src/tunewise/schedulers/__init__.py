@@ -3,7 +3,7 @@
 Every scheduler follows the contract of :class:`TaskScheduler`; :func:`create` builds one from its name.
 :data:`DEFAULT` is the one with the lowest replayed model-latency estimate after 180 s and after 600 s of
 tuning on the recorded ResNet-18, MobileNetV2 and Transformer traces (``bench/short_budgets.py``,
-``bench/results/short-budgets.json``).
+``bench/results/current/short-budgets.json``).
 
 >>> scheduler = create("gradient", seed=0)
 >>> create(scheduler) is scheduler
