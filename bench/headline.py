@@ -16,8 +16,8 @@ fresh process (:func:`tunewise.timing.reference_latencies`), ``torch.compile``'s
 with an empty inductor cache) timed apart. Then, one after the other, each arm tunes from an empty database
 for ``--minutes`` of tuning time:
 
-- ``stock``: ``ms.tune_tasks`` with the gradient task scheduler and its defaults (64 trials per iteration,
-  XGBoost, evolutionary search, ``LocalBuilder``/``LocalRunner``), changed only by the build function that
+- ``stock``: ``stock.tune``, ``ms.tune_tasks`` with the gradient task scheduler and its defaults (64 trials per
+  iteration, XGBoost, evolutionary search, ``LocalBuilder``/``LocalRunner``), changed only by the build function that
   skips the tensor-intrinsic import (without it every build times out here). It is stopped once its time is
   up and every batch it measured by then is recorded (:func:`run_stock`: its warm-up round hands every task a
   batch before any is recorded, so its checkpoints within that round find no record, and are taken at its end).
@@ -152,7 +152,6 @@ def run_stock(model, config, seconds: float, times: list[float], seed: int) -> d
     first join after its time (only joins add records)."""
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
     best = [math.inf] * len(model.tasks)
     checker, pending = ModelCheck(), sorted(times)
@@ -218,42 +217,29 @@ def run_stock(model, config, seconds: float, times: list[float], seed: int) -> d
             with timing("measure"):
                 return self.inner.run(runner_inputs)
 
-    @derived_object
-    class Track(PyMeasureCallback):
-        def __init__(self, database):
-            super().__init__()
-            self.database = database
+    def track(task_id, candidates, builder_results, runner_results) -> None:
+        if any(result.error_msg != time_up for result in builder_results):
+            batches["joined"] += 1
+        for result in runner_results:
+            seconds = stock.mean_seconds(result)
+            if seconds is not None:
+                best[task_id] = min(best[task_id], seconds)
+        curve.append((tuned(), estimate() * 1e3))
+        passed = [t for t in pending if t <= tuned()]
+        del pending[:len(passed)]
+        if passed and clock["stopped"] is None:
+            checkpoint(database)
 
-        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
-            if any(result.error_msg != time_up for result in builder_results):
-                batches["joined"] += 1
-            for result in runner_results:
-                if result.run_secs:
-                    secs = [float(s) for s in result.run_secs]
-                    best[task_id] = min(best[task_id], sum(secs) / len(secs))
-            curve.append((tuned(), estimate() * 1e3))
-            passed = [t for t in pending if t <= tuned()]
-            del pending[:len(passed)]
-            if passed and clock["stopped"] is None:
-                checkpoint(self.database)
-
-    with tempfile.TemporaryDirectory() as work_dir:
-        contexts = stock.contexts(model, seed)
-        database = ms.database.MemoryDatabase()
-        builder = TimedBuilder(stock.builder())
-        runner = TimedRunner(stock.runner(config))
-        callbacks = [*ms.measure_callback.MeasureCallback.create("default"), Track(database)]
-        clock["start"] = time.perf_counter()
-        curve.append((0.0, estimate() * 1e3))
-        try:
-            ms.tune_tasks(tasks=contexts, task_weights=[float(t.weight) for t in model.tasks], work_dir=work_dir,
-                          max_trials_global=10**7, num_trials_per_iter=64, builder=builder, runner=runner,
-                          database=database, cost_model="xgb", measure_callbacks=callbacks,
-                          task_scheduler="gradient")
-        except Exception:
-            if clock["stopped"] is None:
-                raise
-        checkpoint(database)
+    tasks, database = stock.contexts(model, seed), stock.database()
+    builder, runner = TimedBuilder(stock.builder()), TimedRunner(stock.runner(config))
+    clock["start"] = time.perf_counter()
+    curve.append((0.0, estimate() * 1e3))
+    try:
+        stock.tune(model, tasks, database, builder, runner, on_batch=track)
+    except Exception:
+        if clock["stopped"] is None:
+            raise
+    checkpoint(database)
     tuning, trials = clock["stopped"], batches["measured"]
     split["search"] = tuning - split["build"] - split["measure"]
     return {"compiled": compiled, "estimate": curve, "trials": trials, "tuning_s": tuning,

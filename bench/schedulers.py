@@ -8,8 +8,8 @@ Our runs share schedules between tasks of one anchor (``tunewise.sharing``) unle
 made before sharing existed have no ``share`` key in the JSON.
 
 Everything shares one import, one task extraction and one measurement of the default latencies. Each run
-tunes from an empty database. Stock MetaSchedule is ``ms.tune_tasks(task_scheduler="gradient")`` with its
-defaults (64 trials per iteration, XGBoost, evolutionary search, ``LocalBuilder``/``LocalRunner`` with the
+tunes from an empty database. Stock MetaSchedule is ``stock.tune``: ``ms.tune_tasks(task_scheduler="gradient")`` with
+its defaults (64 trials per iteration, XGBoost, evolutionary search, ``LocalBuilder``/``LocalRunner`` with the
 same evaluator settings), changed only by the build function that skips the tensor-intrinsic import
 (without it every build times out here). Its model-latency curve is computed like ours, from the best
 latency of each task after each of its batches (tracked by a measure callback) and the same default
@@ -46,7 +46,6 @@ import math
 import os
 import random
 import statistics
-import tempfile
 import time
 
 import provenance
@@ -148,10 +147,6 @@ def rescore(model, measurer, runs: dict[str, tuple[list, list]], passes: int, se
 
 def run_stock(model, trials: int, config: measure.MeasureConfig,
               seed: int) -> tuple[dict, compiler.CompiledModel, list]:
-    from tvm.ir.utils import derived_object
-    from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
-
     best = [math.inf] * len(model.tasks)
     tuned = set()
     curve = []
@@ -161,37 +156,26 @@ def run_stock(model, trials: int, config: measure.MeasureConfig,
     def estimate() -> float:
         return sum(t.weight * min(b, t.default_latency) for t, b in zip(model.tasks, best, strict=True))
 
-    @derived_object
-    class Track(PyMeasureCallback):
-        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
-            tuned.add(task_id)
-            for candidate, result in zip(measure_candidates, runner_results, strict=True):
-                if result.run_secs:
-                    secs = [float(s) for s in result.run_secs]
-                    if sum(secs) / len(secs) < best[task_id]:
-                        best[task_id] = sum(secs) / len(secs)
-                        bests.append((len(curve), task_id, (candidate.sch.mod, candidate.args_info)))
-            curve.append([time.perf_counter() - start[0], estimate()])
+    def track(task_id, candidates, builder_results, runner_results) -> None:
+        tuned.add(task_id)
+        for candidate, result in zip(candidates, runner_results, strict=True):
+            seconds = stock.mean_seconds(result)
+            if seconds is not None and seconds < best[task_id]:
+                best[task_id] = seconds
+                bests.append((len(curve), task_id, (candidate.sch.mod, candidate.args_info)))
+        curve.append([time.perf_counter() - start[0], estimate()])
 
-    with tempfile.TemporaryDirectory() as work_dir:
-        contexts = stock.contexts(model, seed)
-        database = ms.database.MemoryDatabase()
-        builder = stock.builder()
-        runner = stock.runner(config)
-        callbacks = [*ms.measure_callback.MeasureCallback.create("default"), Track()]
-        start[0] = time.perf_counter()
-        curve.append([0.0, estimate()])
-        ms.tune_tasks(tasks=contexts, task_weights=[float(t.weight) for t in model.tasks], work_dir=work_dir,
-                      max_trials_global=trials, num_trials_per_iter=64, builder=builder, runner=runner,
-                      database=database, cost_model="xgb", measure_callbacks=callbacks,
-                      task_scheduler="gradient")
-        elapsed = time.perf_counter() - start[0]
-        records = database.get_all_tuning_records()
-        return {"curve": curve, "trials": len(records),
-                "failures": sum(1 for r in records if not r.run_secs or min(float(x) for x in r.run_secs) >= 1e9),
-                "tuning_seconds": elapsed, "tasks_tuned": len(tuned),
-                "trials_per_minute": 60 * len(records) / elapsed,
-                "final_estimate": estimate()}, compile_model(model, database, apply_all=True), bests
+    tasks, database = stock.contexts(model, seed), stock.database()
+    start[0] = time.perf_counter()
+    curve.append([0.0, estimate()])
+    stock.tune(model, tasks, database, stock.builder(), stock.runner(config), trials=trials, on_batch=track)
+    elapsed = time.perf_counter() - start[0]
+    records = database.get_all_tuning_records()
+    return {"curve": curve, "trials": len(records),
+            "failures": sum(1 for r in records if not r.run_secs or min(float(x) for x in r.run_secs) >= 1e9),
+            "tuning_seconds": elapsed, "tasks_tuned": len(tuned),
+            "trials_per_minute": 60 * len(records) / elapsed,
+            "final_estimate": estimate()}, compile_model(model, database, apply_all=True), bests
 
 
 def time_to_reach(curve, goal: float) -> float | None:
