@@ -18,13 +18,14 @@ from __future__ import annotations
 import argparse
 import collections
 import sys
+from unittest import mock
 
 import torch
 from nimble import failure, median_ms, single_stream_graph, write
 from torch.profiler import ProfilerActivity, profile
 
 from tunewise import zoo
-from tunewise.runtime import AotEngine, StreamedModule, aot
+from tunewise.runtime import AotEngine, StreamedModule, aot, engine
 
 MODELS = ["mobilenetv2", "resnet18"]
 
@@ -34,9 +35,9 @@ def tunewise_engine(model: torch.nn.Module, x: torch.Tensor) -> AotEngine:
 
 
 def exported_engine(model: torch.nn.Module, x: torch.Tensor) -> AotEngine:
-    """``aot(model, (x,))`` with every operator launched as exported."""
-    module = StreamedModule(model, (x,))
-    module._kernels = {name: module._nodes[name].target for name in module._kernels}
+    """``aot(model, (x,))`` with every operator launched as exported: no ``engine.FIRST_RESULT_KERNELS``."""
+    with mock.patch.dict(engine.FIRST_RESULT_KERNELS, clear=True):
+        module = StreamedModule(model, (x,))
     return AotEngine(module, (x,))
 
 

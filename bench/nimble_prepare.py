@@ -10,12 +10,12 @@ before the GPU is timed here, phase by phase, on the CPU, with the model and its
 export records fake tensors, so the device changes little), and torch on one thread:
 
 * ``export``: ``dag.export_program``, the model in functional ATen through torch.export;
-* ``check``: the engine's check that the exported program has only what it can run;
 * ``dag``: ``dag.operator_dag``;
 * ``plan``: ``streams.plan_streams`` (transitive reduction, matching, the DAG's width);
 * ``program``: ``StreamPlan.program``, the steps to issue;
-* ``module``: ``StreamedModule`` built from the exported program: the plan and program again, and the launch
-  tables (kernels, foreign inputs, values to drop); the side streams and events are no-ops on the CPU.
+* ``module``: ``StreamedModule`` built from the exported program: its check that the program has only what the
+  engine can run, the plan and program again, and the launch tables (kernels, foreign inputs, values to drop);
+  the side streams and events are no-ops on the CPU.
 
 ``total`` is export + module, what ``aot`` spends before the GPU. Each phase is timed ``--repeats`` times, in
 wall-clock seconds and in CPU seconds of the process, and the fastest is reported (the others only add the
@@ -134,7 +134,6 @@ def phases(model: nn.Module, inputs: tuple[torch.Tensor, ...], merge: bool) -> t
     wall: dict[str, float] = {}
     cpu: dict[str, float] = {}
     program = timed(lambda: dag.export_program(model, inputs), wall, cpu, "export")
-    timed(lambda: engine._check_supported(program), wall, cpu, "check")
     operators = timed(lambda: dag.operator_dag(program.graph), wall, cpu, "dag")
     plan = timed(lambda: streams.plan_streams(operators, merge=merge), wall, cpu, "plan")
     timed(plan.program, wall, cpu, "program")
@@ -170,7 +169,7 @@ def hot_spots(model: nn.Module, inputs: tuple[torch.Tensor, ...], merge: bool, t
                         for key, value in ours if value[3] >= 1e-3]}
 
 
-PHASES = ["export", "check", "dag", "plan", "program", "module", "total"]
+PHASES = ["export", "dag", "plan", "program", "module", "total"]
 
 
 def print_table(rows: dict) -> None:
