@@ -5,7 +5,7 @@ Run by hand on a CUDA machine, never in CI:
     python bench/nimble_kernels.py --out results.json
 
 For each model (batch 1, inference), three CUDA graphs: ``cudagraph``, the plain model captured on one stream
-(bench/nimble.py's single-stream graph); ``tunewise``, ``tunewise.runtime.aot`` as it is; ``exported``, the
+(``tunewise.runtime.cuda_graph.single_stream``); ``tunewise``, ``tunewise.runtime.aot`` as it is; ``exported``, the
 same engine launching every exported ATen operator as exported (``StreamedModule``'s replacement kernels,
 ``engine.FIRST_RESULT_KERNELS``, turned off); and ``keep-all``, the same engine keeping every intermediate to
 the end of a call (no memory reused within a call). Each is timed as bench/nimble.py times it (median over
@@ -21,13 +21,17 @@ import sys
 from unittest import mock
 
 import torch
-from nimble import failure, median_ms, single_stream_graph, write
+from nimble import failure, median_ms, write
 from torch.profiler import ProfilerActivity, profile
 
 from tunewise import zoo
-from tunewise.runtime import AotEngine, StreamedModule, aot, engine
+from tunewise.runtime import AotEngine, StreamedModule, aot, cuda_graph, engine
 
 MODELS = ["mobilenetv2", "resnet18"]
+
+
+def single_stream_graph(model: torch.nn.Module, x: torch.Tensor):
+    return cuda_graph.single_stream(model, (x,))
 
 
 def tunewise_engine(model: torch.nn.Module, x: torch.Tensor) -> AotEngine:
