@@ -8,8 +8,9 @@
 One entry a result file: ``file``, ``command``, ``commit``, ``cpu``, ``gpu`` and ``date``, read from the file's
 ``provenance`` entry (or the same keys at its top level); ``cpu`` gains the ``mcpu`` of the targets the file
 holds, ``gpu`` is its ``device`` (``None``: no GPU used). A figure takes the entry of the JSON file of its name.
-A field the file lacks comes from git (the last commit that added or changed the file, marked so), else
-``"unknown"``.
+A field the file lacks keeps the value the manifest already records for it, else comes from git (the last
+commit that added or changed the file, marked so), else is ``"unknown"``: so the manifest regenerates the
+same on a clone without that history.
 
 A citation is a ``bench/results/...`` path in README.md or bench/README.md (or ``results/...`` in the latter),
 a file or a file name without its extension (a benchmark's ``--out`` stem). Every citation must be a file of
@@ -48,11 +49,20 @@ def committed(root: str, path: str) -> tuple[str, str] | None:
     return tuple(out.split("\t")) if out else None
 
 
-def entry(root: str, path: str) -> dict:
-    """``path``'s manifest entry (see the module docstring)."""
+def recorded(root: str) -> dict[str, dict]:
+    """The entries the manifest now holds, by file (none where it is missing or unreadable)."""
+    try:
+        with open(os.path.join(root, MANIFEST)) as f:
+            return {item["file"]: item for item in json.load(f)}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def entry(root: str, path: str, known: dict | None = None) -> dict:
+    """``path``'s manifest entry (see the module docstring); ``known`` is what the manifest records for it."""
     stem, ext = os.path.splitext(path)
     if ext != ".json" and os.path.exists(os.path.join(root, stem + ".json")):
-        return {**entry(root, stem + ".json"), "file": path}
+        return {**entry(root, stem + ".json", known), "file": path}
     found: dict = {}
     if ext == ".json":
         with open(os.path.join(root, path)) as f:
@@ -65,6 +75,9 @@ def entry(root: str, path: str) -> dict:
             found["cpu"] = f"{found.get('cpu', 'unknown')} ({', '.join(cpus)})"
         if isinstance(data, dict) and isinstance(data.get("device"), str):
             found["gpu"] = data["device"]
+    for key in ("commit", "date"):
+        if key not in found and "(committed)" in (known or {}).get(key, ""):
+            found[key] = known[key]
     if not all(key in found for key in ("commit", "date")):
         git = committed(root, path)
         if git is not None:
@@ -75,7 +88,8 @@ def entry(root: str, path: str) -> dict:
 
 def render(root: str = ROOT) -> str:
     """The text of ``manifest.json`` for the files of ``root``'s ``current/``."""
-    return json.dumps([entry(root, path) for path in result_files(root)], indent=1) + "\n"
+    known = recorded(root)
+    return json.dumps([entry(root, path, known.get(path)) for path in result_files(root)], indent=1) + "\n"
 
 
 def citations(root: str = ROOT) -> dict[str, set[str]]:

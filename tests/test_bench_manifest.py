@@ -4,6 +4,7 @@ exactly the files it lists. Only provenance and citations are read here, never a
 import importlib.util
 import json
 import os
+import shutil
 
 import pytest
 
@@ -22,6 +23,12 @@ def test_the_committed_manifest_is_the_generated_one(manifest, tmp_path):
     (tmp_path / "manifest.json").write_text(manifest.render(ROOT))
     with open(os.path.join(ROOT, manifest.MANIFEST)) as f:
         assert f.read() == (tmp_path / "manifest.json").read_text()
+
+
+def test_the_manifest_regenerates_the_same_without_the_repositorys_history(manifest, tmp_path):
+    shutil.copytree(os.path.join(ROOT, manifest.CURRENT), tmp_path / manifest.CURRENT)  # a folder, not a clone
+    with open(os.path.join(ROOT, manifest.MANIFEST)) as f:
+        assert manifest.render(str(tmp_path)) == f.read()
 
 
 def test_the_readmes_cite_exactly_the_current_results(manifest):
