@@ -98,6 +98,23 @@ def tiny_mlp(host_target, measurer):
 
 
 
+@pytest.fixture(scope="session")
+def cli_run(tmp_path_factory):
+    """``(store URL, artifact folder, summary printed)`` of run 1: tiny-mlp tuned for 4 trials (2 a slot)
+    through the CLI, its references timed. Shared: tests read it, and resume only a copy of its store."""
+    import contextlib
+    import io
+
+    from tunewise import cli
+
+    folder = tmp_path_factory.mktemp("cli-run")
+    url, out, printed = f"sqlite:///{folder}/tunewise.db", str(folder / "artifact"), io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli.main(["tune", "tiny-mlp", "--trials", "4", "--trials-per-slot", "2", "-o", out,
+                         "--store", url]) == 0
+    return url, out, printed.getvalue()
+
+
 def _transposed_models() -> dict:
     """name: (module, input shape, operators its tasks must include at the default graph level), seeded."""
     import torch

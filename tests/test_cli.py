@@ -80,22 +80,20 @@ def test_no_traceback_from_a_real_process(tmp_path):
 
 
 @pytest.mark.tvm
-def test_tasks_tune_and_run_end_to_end(capsys, tmp_path):
+def test_tasks_tune_and_run_end_to_end(capsys, cli_run):
     assert cli.main(["tasks", "tiny-mlp"]) == 0
     listing = capsys.readouterr().out
     assert "fused_matmul" in listing and "2 tasks" in listing
 
-    out, url = str(tmp_path / "artifact"), f"sqlite:///{tmp_path}/tunewise.db"
-    assert cli.main(["tune", "tiny-mlp", "--trials", "8", "--trials-per-slot", "4", "-o", out, "--store", url]) == 0
-    summary = capsys.readouterr().out
+    url, out, summary = cli_run
     assert "match the reference" in summary and "PyTorch eager" in summary and "run 1" in summary
     assert "onnxruntime " in summary and f"timed as         {timing.describe()}" in summary
     metadata = json.load(open(os.path.join(out, "metadata.json")))
-    assert metadata["trials"] == 8 and metadata["model"] == "tiny-mlp" and metadata["run"] == 1
+    assert metadata["trials"] == 4 and metadata["model"] == "tiny-mlp" and metadata["run"] == 1
     assert metadata["inputs"] == [{"name": "x", "shape": [1, 64], "dtype": "float32"}]
     assert metadata["timing"] == timing.describe() and metadata["onnxruntime_latency_s"] > 0
     store = stores.create(url)
-    assert len(store.get_trials(1)) == 8 and store.get_run(1).status == stores.FINISHED
+    assert len(store.get_trials(1)) == 4 and store.get_run(1).status == stores.FINISHED
     assert store.get_artifacts(1)[0].metadata == metadata
 
     assert cli.main(["run", out, "--repeat", "3"]) == 0
@@ -279,16 +277,6 @@ def test_run_loads_an_intact_artifact(capsys, tiny_artifact):
     assert "tiny-mlp: median" in capsys.readouterr().out
 
 
-@pytest.fixture(scope="module")
-def cli_run(tmp_path_factory):
-    """``(store URL, artifact folder)`` of run 1: tiny-mlp tuned for 2 trials through the CLI."""
-    folder = tmp_path_factory.mktemp("cli-run")
-    url, out = f"sqlite:///{folder}/tunewise.db", str(folder / "artifact")
-    assert cli.main(["tune", "--no-references", "tiny-mlp", "--trials", "2", "--trials-per-slot", "2", "-o", out,
-                     "--store", url]) == 0
-    return url, out
-
-
 @pytest.mark.tvm
 @pytest.mark.parametrize("output", ["/proc/x", "file", "file/below"])
 def test_a_bad_output_is_refused_before_tuning(capsys, tmp_path, output):
@@ -302,7 +290,10 @@ def test_a_bad_output_is_refused_before_tuning(capsys, tmp_path, output):
 
 @pytest.mark.tvm
 def test_resume_writes_the_artifact_to_a_new_output(capsys, tmp_path, cli_run):
-    url, first = cli_run
+    import shutil
+
+    shutil.copy(cli_run[0].removeprefix("sqlite:///"), tmp_path / "tunewise.db")  # the shared run stays as it is
+    url, first = f"sqlite:///{tmp_path}/tunewise.db", cli_run[1]
     assert "cannot write the artifact folder" in _one_line_error(capsys, ["tune", "--resume", "1", "-o", "/proc/x",
                                                                           "--store", url])
     out = str(tmp_path / "again")

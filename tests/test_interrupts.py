@@ -10,7 +10,7 @@ from tunewise import cli, stores
 
 pytestmark = pytest.mark.tvm
 
-TRIALS, PER_SLOT = 12, 2
+TRIALS, PER_SLOT = 8, 2
 
 
 def tune_args(tmp_path, url: str) -> list:

@@ -1,14 +1,12 @@
-"""Resume for real: ``tunewise tune`` killed with SIGKILL in the middle of tuning, then ``--resume``d; a store
-copied elsewhere once a job has ended, then resumed there."""
+"""Resume for real: ``tunewise tune`` killed with SIGKILL in the middle of tuning, its run taken over by one of
+two ``--resume``s started at once; a run left with a slot stored twice, or by a full disk; a store copied
+elsewhere once a job has ended, then resumed there."""
 
 import contextlib
 import math
 import os
 import shutil
-import signal
 import subprocess
-import sys
-import time
 
 import pytest
 
@@ -27,39 +25,52 @@ def random_choices(seed: int, slots: int) -> list[int]:
     return [scheduler.next(snapshot) for _ in range(slots)]
 
 
-def wait_for_trials(store, process, count: int, timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while store.count_trials() < count:
-        assert process.poll() is None, f"tune exited early with {process.returncode}"
-        assert time.monotonic() < deadline, "no trials recorded in time"
-        time.sleep(0.2)
+def tune_args(tmp_path, url: str) -> list:
+    return ["tiny-mlp", "--trials", TRIALS, "--trials-per-slot", PER_SLOT, "--store", url, "-o", tmp_path / "out"]
 
 
-def test_a_killed_run_resumes_without_losing_or_repeating_a_trial(tmp_path, capsys):
+def status_in_runs(capsys, url: str, run: int) -> str:
+    assert cli.main(["runs", "--store", url]) == 0
+    [line] = [line for line in capsys.readouterr().out.splitlines() if line.split()[0] == str(run)]
+    return line.split()[1]
+
+
+def test_a_killed_owners_run_is_taken_over_by_one_of_two_resumes_and_nothing_is_lost_or_repeated(tmp_path, capsys,
+                                                                                                  tune_process):
+    """The run's owner refuses a second tuner while it lives; killed (SIGKILL: no chance to say anything), the
+    run shows as dead, and of two resumes started at once one takes it over and the other is refused. The
+    resumed run lost nothing measured before the kill, measured no candidate twice, and went on as if never
+    stopped."""
     from tunewise.stores._database import module_hash
 
     url = f"sqlite:///{tmp_path}/tunewise.db"
     store = stores.create(url)
     expected = random_choices(0, TRIALS // PER_SLOT)
     assert expected[2:] != expected[:-2] and expected[3:] != expected[:-3]  # a fresh scheduler would differ
-    with open(tmp_path / "log", "w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tunewise.cli", "tune", "tiny-mlp", "--trials", str(TRIALS), "--trials-per-slot",
-             str(PER_SLOT), "--scheduler", "random", "--seed", "0", "--store", url, "-o", str(tmp_path / "out")],
-            cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            wait_for_trials(store, process, 2 * PER_SLOT)
-        finally:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait()
+    first = tune_process(*tune_args(tmp_path, url), "--scheduler", "random", "--seed", 0)
+    first.wait_for_trials(store, 2 * PER_SLOT)
     [run] = store.get_runs()
+    assert store.get_run(run.id).owner.startswith(f"pid {first.pid} ")  # the new run is owned from its creation
+    assert status_in_runs(capsys, url, run.id) == stores.RUNNING
+
+    second = tune_process("--resume", run.id, "--store", url)
+    assert second.wait() == 2
+    [line] = second.output().splitlines()
+    assert line.startswith(f"tunewise: error: run {run.id} is being tuned by another process (pid {first.pid} on ")
+
+    first.kill()  # the owner dies without giving the run up
+    assert store.get_run(run.id).status == stores.RUNNING  # nobody could say otherwise
+    assert status_in_runs(capsys, url, run.id) == stores.DEAD  # its process is gone
     before = store.get_trials(run.id)
-    assert store.get_run(run.id).status == stores.RUNNING  # killed: nobody could say otherwise
     assert len(before) % PER_SLOT == 0 and len(before) < TRIALS  # whole slots only; the one in flight is lost
     assert len(store.get_checkpoints(run.id)) == len(before) // PER_SLOT
 
-    assert cli.main(["tune", "--no-references", "--resume", str(run.id), "--store", url]) == 0
-    assert f"resumed after {len(before)} trials" in capsys.readouterr().err
+    resumes = [tune_process("--resume", run.id, "--store", url) for _ in range(2)]
+    codes = [r.wait() for r in resumes]
+    assert sorted(codes) == [0, 2], [r.output() for r in resumes]
+    loser = resumes[codes.index(2)].output()
+    assert len(loser.splitlines()) == 1 and "is being tuned by another process" in loser
+    assert f"resumed after {len(before)} trials" in resumes[codes.index(0)].output()
 
     after = store.get_trials(run.id)
     assert after[:len(before)] == before  # nothing lost
@@ -74,7 +85,7 @@ def test_a_killed_run_resumes_without_losing_or_repeating_a_trial(tmp_path, caps
     database = stores.StoreDatabase(store)
     hashes = [module_hash(database.record(t).as_measure_candidate().sch.mod) for t in after]
     assert hashes == [t.candidate for t in after] and len(set(hashes)) == TRIALS
-    assert store.get_run(run.id).status == stores.FINISHED
+    assert store.get_run(run.id).status == stores.FINISHED and store.get_run(run.id).owner is None
     [artifact] = store.get_artifacts(run.id)
     assert artifact.metadata["trials"] == TRIALS and artifact.path == str(tmp_path / "out")
     assert_only_records_beating_the_defaults_are_applied(store, run)

@@ -144,9 +144,8 @@ def test_a_report_of_an_unknown_kind_is_refused_before_the_store_is_read(tmp_pat
 
 
 @pytest.mark.tvm
-def test_a_real_tuned_and_compiled_run(tmp_path, capsys):
-    url, out = f"sqlite:///{tmp_path}/tunewise.db", str(tmp_path / "artifact")
-    assert cli.main(["tune", "tiny-mlp", "--trials", "4", "--trials-per-slot", "2", "-o", out, "--store", url]) == 0
+def test_a_real_tuned_and_compiled_run(tmp_path, cli_run):
+    url = cli_run[0]
     assert cli.main(["report", "1", "-o", str(tmp_path / "r.html"), "--store", url]) == 0
     store = stores.create(url)
     figs = figures((tmp_path / "r.html").read_text())

@@ -289,12 +289,3 @@ def test_heaviest_first_breaks_ties_in_declaration_order():
 
     tasks = [TaskView(k, f"t{k}", 1, 1e6, 1e-3) for k in range(3)]
     assert [t.index for t in heaviest_first(reversed(tasks))] == [0, 1, 2]
-
-
-def test_the_default_is_the_best_replayed_at_short_and_long_budgets():
-    import json
-    import pathlib
-
-    bench = pathlib.Path(__file__).parents[2] / "bench" / "results" / "short-budgets.json"
-    lowest = json.loads(bench.read_text())["lowest_geomean"]
-    assert set(lowest.values()) == {schedulers.DEFAULT}
