@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from tunewise.estimate import model_latency, task_latency
 
 if TYPE_CHECKING:
-    from tunewise.forecast import Forecast
+    from tunewise.forecast._result import Forecast
 
 
 @dataclass(frozen=True)
