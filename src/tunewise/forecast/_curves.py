@@ -78,8 +78,16 @@ class TaskFits:
 
 def sampled(posterior: Posterior, task: TaskView, counts: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` sampled futures of ``task``'s latency (its best, or its default where that is faster) at trial
-    counts ``counts``, from its own posterior: ``(n, len(counts))``, never above its latency now."""
-    return np.minimum(posterior.latencies(counts, posterior.draw(n, rng)), task.current_latency)
+    counts ``counts`` (the first: its trials so far), from its own posterior: its latency now times each
+    sampled curve's ratio from the first count on: ``(n, len(counts))``, never above its latency now."""
+    return task.current_latency * _ratios(posterior.latencies(counts, posterior.draw(n, rng)))
+
+
+def _ratios(curve: np.ndarray) -> np.ndarray:
+    """Each row of latencies over its first value, at most 1 (1 where it is not finite)."""
+    with np.errstate(all="ignore"):
+        ratios = np.where(np.isfinite(curve), curve / curve[:, :1], 1.0)
+    return np.minimum(np.nan_to_num(ratios, nan=1.0), 1.0)
 
 
 def borrowed(donors: list[tuple[TaskView, Posterior]], task: TaskView, counts: np.ndarray, n: int,
@@ -99,8 +107,7 @@ def borrowed(donors: list[tuple[TaskView, Posterior]], task: TaskView, counts: n
         if not mine.size:
             continue
         curve = posterior.latencies(np.maximum(counts, 1.0), posterior.draw(mine.size, rng))
-        start = curve[:, :1] if measured else donor.default_latency
-        with np.errstate(all="ignore"):
-            ratios[mine] = np.where(np.isfinite(curve), curve / start, 1.0)
-    ratios[:, 0] = 1.0
-    return task.current_latency * np.minimum(np.nan_to_num(ratios, nan=1.0), 1.0)
+        if not measured:  # from the donor's default latency, at no trials
+            curve[:, 0] = donor.default_latency
+        ratios[mine] = _ratios(curve)
+    return task.current_latency * ratios

@@ -83,11 +83,12 @@ class Forecaster:
             return None
         per_slot = snapshot.trials_per_slot
         slot_seconds = snapshot.elapsed / snapshot.trials * per_slot
-        caps = np.array([_cap(snapshot, t.trials) for t in live])
-        slots = min(_slots_left(snapshot, seconds_left, slot_seconds), int(caps.sum()), _MAX_SLOTS)
-        if slots <= 0:
+        caps = np.array([_cap(snapshot, t.trials) for t in live], dtype=float)
+        slots = min(_slots_left(snapshot, seconds_left, slot_seconds), caps.sum())
+        if not 0 < slots < math.inf:
             return None
-        caps = np.minimum(caps, slots)
+        slots = int(min(slots, _MAX_SLOTS))
+        caps = np.minimum(caps, slots).astype(int)
         rng = np.random.default_rng(np.random.SeedSequence(self._entropy, spawn_key=(snapshot.slot,)))
         futures = self._futures(snapshot, live, caps, rng)
         taken = self._allocate(snapshot, live, futures, caps, slots)
@@ -127,16 +128,17 @@ class Forecaster:
         return _allocation.recent(shares, caps, slots)
 
 
-def _cap(snapshot: Snapshot, trials: int) -> int:
-    """Slots a task with ``trials`` may still have under the per-task budget (``_MAX_SLOTS`` without one)."""
+def _cap(snapshot: Snapshot, trials: int) -> float:
+    """Slots a task with ``trials`` may still have under the per-task budget (``inf`` without one)."""
     if snapshot.per_task_trials is None:
-        return _MAX_SLOTS
+        return math.inf
     return max(0, math.ceil((snapshot.per_task_trials - trials) / snapshot.trials_per_slot))
 
 
-def _slots_left(snapshot: Snapshot, seconds_left: float, slot_seconds: float) -> int:
-    """Slots the run's time and trial budgets leave: a slot started before the time runs out runs whole."""
-    left = _MAX_SLOTS
+def _slots_left(snapshot: Snapshot, seconds_left: float, slot_seconds: float) -> float:
+    """Slots the run's time and trial budgets leave (``inf``: neither is set): a slot started before the time
+    runs out runs whole."""
+    left = math.inf
     if math.isfinite(seconds_left):
         left = min(left, max(0, math.ceil(seconds_left / slot_seconds)))
     if snapshot.max_trials is not None:
