@@ -11,7 +11,8 @@ import numpy as np
 END_LEVELS = tuple(i / 20 for i in range(21))
 
 #: A forecast is shown (and acted on) once this fraction of the run's budget is spent and every task that
-#: tunes has a valid measurement: before that, ``bench/forecast.py`` finds its 80 % intervals too narrow.
+#: tunes has a valid measurement: before that, in ``bench/forecast.py``, its median at the budget's end was
+#: off by 27 % (at a quarter of the budget) to 49 % (at a tenth), and a give-up at 0.9 wrong 11 % of the time.
 MIN_FRACTION = 0.25
 
 
