@@ -108,3 +108,30 @@ def test_a_task_without_a_curve_borrows_the_measured_tasks_futures():
     f = Forecaster(seed=0, **FAST)(snapshot, seconds_left=64.0)
     assert f.untried == 1 and not f.calibrated
     assert f.median[-1] < snapshot.estimated_latency() - 2e-3  # the fresh task is expected to improve too
+
+
+def test_a_resumed_run_is_forecast_once_after_its_stored_slots(trace):
+    from tunewise import stores
+    from tunewise.ledger import Ledger
+    from tunewise.stores import Checkpoint, StoredTrial
+
+    store = stores.create("sqlite://")
+    run = store.create_run("m", "cpu", "round-robin", {})
+    w = store.commit_workload("0000000000000001", "W", lambda other: other == "W")
+    record = '[[[["GetSBlock", [], ["root", "main"], ["b0"]]], []], null, null, null]'
+    for slot in range(6):
+        task = slot % 3
+        latencies = trace.runs[0][task].latencies[slot // 3 * 4:slot // 3 * 4 + 4]
+        store.add_trials(run, [StoredTrial(w, record, (x,), task=task, slot=slot) for x in latencies],
+                         Checkpoint(slot, task, 4, 10.0 * (slot + 1), 10.0, 1.0))
+    made = []
+
+    class Counted(Forecaster):
+        def __call__(self, snapshot, **kwargs):
+            made.append(snapshot.elapsed)
+            return super().__call__(snapshot, **kwargs)
+
+    ledger = Ledger(trace.tasks, RoundRobin(), Budget(time_budget=120.0), trials_per_slot=4, clock=lambda: 0.0,
+                    forecaster=Counted(seed=0, **FAST))
+    ledger.restore(store, run)
+    assert made == [60.0] and ledger.forecast.slot == 5 and ledger.forecast.elapsed == 60.0
