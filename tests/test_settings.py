@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -46,7 +47,7 @@ def test_an_old_form_gets_the_values_its_run_was_tuned_with():
     bare = RunSettings.from_json({k: v for k, v in old_form("/out").items() if k not in ("evaluator", "cost_model")})
     assert (bare.evaluator, bare.cost_model) == ("fixed", "xgb") and RunSettings().evaluator == "adaptive"
     assert set(ADDED_KEYS) == {"share", "warm_start", "evaluator", "cost_model", "runner", "goal", "energy_budget",
-                               "diminishing", "check_every", "energy_meter", "candidate_filter"}
+                               "diminishing", "check_every", "energy_meter", "candidate_filter", "give_up"}
 
 
 @pytest.mark.parametrize("stored,mode", [(True, "same-anchor"), (False, "off")])
@@ -80,6 +81,9 @@ def test_settings_that_are_not_a_runs_are_refused_in_one_line(data, expected):
     ({"share": "sometimes"}, "unknown sharing mode 'sometimes'"),
     ({"warm_start": "yes"}, "warm start must be true or false"),
     ({"budget": {"max_trials": 3}}, "budget must be a tunewise Budget"),
+    ({"goal": "8ms", "give_up": 1.5}, r"give-up probability must be a number in \(0, 1\], got 1.5"),
+    ({"goal": "8ms", "give_up": 0}, r"give-up probability must be a number in \(0, 1\], got 0"),
+    ({"give_up": 0.9}, "giving up needs a latency goal to give up on"),
 ])
 def test_bad_settings_are_refused(changes, expected):
     with pytest.raises(InputError, match=expected):
@@ -147,6 +151,29 @@ def test_the_cli_leaves_every_unset_option_to_the_settings_and_shows_their_defau
     assert cli._tune_options(cli._parser().parse_args(["tune", "m", "--cache-flush"]))["measure"] == \
         dataclasses.replace(defaults.measure, enable_cpu_cache_flush=True)
     assert f"(default {defaults.share}:" in shown
+
+
+@pytest.mark.parametrize("options,expected", [
+    (["--goal", "8ms", "--give-up", "1.5"], r"tunewise: error: give-up probability must be a number in \(0, 1\]"),
+    (["--give-up", "0.9"], r"tunewise: error: giving up needs a latency goal to give up on: set a goal \(--goal\) too"),
+    (["--goal", "8ms", "--give-up", "most"], "tunewise: error: bad --give-up 'most': expected a number"),
+])
+def test_a_bad_give_up_is_one_line_and_exit_2(capsys, options, expected):
+    assert cli.main(["tune", "tiny-mlp", *options]) == 2
+    err = capsys.readouterr().err.strip()
+    assert re.match(expected, err) and "\n" not in err
+
+
+def test_give_up_reaches_the_settings_and_their_stop_rules():
+    args = cli._parser().parse_args(["tune", "m", "--goal", "8ms", "--give-up", "0.9"])
+    settings = RunSettings(**cli._tune_options(args))
+    assert settings.give_up == 0.9 and RunSettings.from_json(settings.to_json()) == settings
+    from tunewise import prepare
+
+    rules = prepare.stop_rules(settings, 8e-3)
+    assert [type(r).__name__ for r in rules] == ["LatencyGoal", "GiveUp"]
+    assert (rules[1].latency, rules[1].probability) == (8e-3, 0.9)
+    assert [type(r).__name__ for r in prepare.stop_rules(RunSettings(goal="8ms"), 8e-3)] == ["LatencyGoal"]
 
 
 @pytest.mark.parametrize("options,expected", [

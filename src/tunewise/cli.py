@@ -134,6 +134,9 @@ def _parser() -> argparse.ArgumentParser:
                            "by default, each in a fresh process)")
     tune.add_argument("--goal", help="stop once the measured model latency reaches this: 12ms, or a multiple of a "
                       "reference timed at the start: 0.9x-ort (onnxruntime), 0.8x-eager (PyTorch eager)")
+    tune.add_argument("--give-up", metavar="P",
+                      help="with --goal: stop once the forecast says the goal will not be reached within the budget "
+                           "with probability P or more (e.g. 0.9; default: never give up)")
     tune.add_argument("--energy-budget", help="stop once tuning has used this much energy: 50kJ, 2000J, 10Wh")
     tune.add_argument("--diminishing", nargs="?", const="-0.25", metavar="PHI",
                       help="stop once the model improves PHI (default -0.25: 25%%) more slowly per second of "
@@ -255,6 +258,7 @@ def _tune_options(args) -> dict:
                "share": _share(args), "warm_start": False if args.no_warm_start else None, "goal": args.goal,
                "energy_budget": parse_energy(args.energy_budget) if args.energy_budget is not None else None,
                "diminishing": _number("--diminishing", args.diminishing),
+               "give_up": _number("--give-up", args.give_up),
                "check_every": (args.check_every if args.check_every in (None, checks.EPOCH)
                                else parse_duration(args.check_every, "model-check interval")),
                "energy_meter": args.energy_meter, "candidate_filter": args.candidate_filter, "runner": args.runner,
@@ -278,7 +282,7 @@ def _cmd_tune(args) -> int:
     if args.resume is not None:
         own = ("scheduler", "trials_per_slot", "graph_level", "seed", "target", "evaluator", "cost_model", "goal",
                "energy_budget", "diminishing", "check_every", "energy_meter", "candidate_filter", "share", "runner",
-               "cache_flush")
+               "cache_flush", "give_up")
         fixed = [f"--{name.replace('_', '-')}" for name in own if getattr(args, name) is not None]
         fixed += [flag for flag, given in (("--no-share", args.no_share), ("--no-warm-start", args.no_warm_start))
                   if given]

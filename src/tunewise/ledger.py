@@ -35,12 +35,16 @@ The rules:
   scheduler sees the same decisions again.
 - Whole-model latencies the driver measures (:meth:`Ledger.tell_model_latency`) are kept in the snapshot, for
   the stop rules.
+- With a :class:`~tunewise.forecast.Forecaster`, the ledger forecasts the model latency after every slot it
+  is told (a resumed run: once, after its stored slots), with the tuning time the budgets leave; the snapshot
+  carries the latest forecast, for the stop rules and the driver.
 - The scheduler sees a frozen :class:`~tunewise.state.Snapshot` before every slot, resumed slots included, so
   its own state follows its decisions; it must not choose a finished task (``RuntimeError``).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -94,6 +98,8 @@ class Slot:
 class _Progress:
     best_history: list[float] = field(default_factory=list)
     trials_history: list[int] = field(default_factory=list)
+    slot_numbers: list[int] = field(default_factory=list)
+    trial_bests: list[float] = field(default_factory=list)
     trials: int = 0
     failures: int = 0
     since_improvement: int = 0
@@ -116,14 +122,15 @@ class Ledger:
     :func:`tunewise.stoppers.create`); ``joules()``, when given, is the energy the run has used so far
     (:meth:`tunewise.energy.EnergyMeter.read`), which they see in the run's :meth:`cost`. ``members``
     (:class:`~tunewise.sharing.Members`) holds the members of selective tuning's groups (or
-    :meth:`set_members`).
+    :meth:`set_members`). ``forecaster`` (:class:`~tunewise.forecast.Forecaster`), when given, forecasts
+    the model latency after every slot (:attr:`forecast`).
     """
 
     def __init__(self, tasks: Sequence, scheduler, budget: Budget, *, trials_per_slot: int = 16,
                  clock: Callable[[], float], seconds_left: Callable[[Snapshot], float] | None = None,
                  pace: SlotPace | None = None, searching: Callable[[int, int], bool] | None = None,
                  exhausted: Iterable[int] = (), stoppers: Iterable = (),
-                 joules: Callable[[], float] | None = None, members: Members | None = None):
+                 joules: Callable[[], float] | None = None, members: Members | None = None, forecaster=None):
         if trials_per_slot <= 0:
             raise InputError(f"trials per slot must be positive, got {trials_per_slot}")
         self.tasks = tuple(tasks)
@@ -137,6 +144,9 @@ class Ledger:
         self.stoppers = tuple(stop_rules.create(rule) for rule in stoppers)
         self._joules = joules
         self.members = members
+        self.forecaster = forecaster
+        self.forecast = None  # the latest forecast (tunewise.forecast.Forecast)
+        self._forecasting = forecaster is not None  # off while a stored run is told
         self._retired = getattr(scheduler, "retired", None)
         self.stopped_by: str | None = None  # the reason of the stop rule that ended the run
         self.measured: list[tuple[float, float]] = []  # (elapsed, model latency) the driver measured
@@ -155,7 +165,7 @@ class Ledger:
         """The run now, frozen."""
         views = tuple(self._view(i) for i in range(len(self.tasks)))
         return Snapshot(views, self.clock(), self.trials, self.slots, self.trials_per_slot, self._max_trials(),
-                        self.budget.per_task_trials, tuple(self.history), tuple(self.measured))
+                        self.budget.per_task_trials, tuple(self.history), tuple(self.measured), self.forecast)
 
     def _max_trials(self) -> int | None:
         """The run's trial budget, raised by the failed trials when they do not count against it."""
@@ -271,6 +281,8 @@ class Ledger:
         progress.since_improvement = 0 if best < before else progress.since_improvement + len(latencies)
         progress.best_history.append(best)
         progress.trials_history.append(progress.trials)
+        progress.slot_numbers.append(slot.index)
+        progress.trial_bests += list(itertools.accumulate(latencies, min, initial=before))[1:]
         self.trials += len(latencies)
         b = self.budget
         if (exhausted or (b.per_task_trials is not None and progress.trials >= b.per_task_trials)
@@ -282,6 +294,12 @@ class Ledger:
         else:
             self._searched(slot.task)
         self.history.append((self.clock(), self.snapshot().estimated_latency()))
+        if self._forecasting:
+            self.update_forecast()
+
+    def update_forecast(self) -> None:
+        """Forecast the run as it stands now (:attr:`forecast`), with the tuning time the budgets leave."""
+        self.forecast = self.forecaster(self.snapshot(), seconds_left=self.seconds_left())
 
     def set_default_latencies(self, latencies: Sequence[float]) -> None:
         """The tasks' default latencies (seconds each, ``inf`` where the default schedule failed), measured after
@@ -304,6 +322,7 @@ class Ledger:
 
         clock, elapsed, joules, told = self.clock, 0.0, 0.0, []
         self.clock = lambda: elapsed
+        forecasting, self._forecasting = self._forecasting, False
         try:
             by_slot = defaultdict(list)
             for trial in store.get_trials(run):
@@ -325,8 +344,11 @@ class Ledger:
                 for k in sorted({t.task for t in trials}):
                     self.tell(replace(slot, task=k), [t.latency for t in trials if t.task == k])
                 told += trials
+            if forecasting and told:
+                self.update_forecast()
         finally:
             self.clock = clock
+            self._forecasting = forecasting
         return Restored(tuple(told), elapsed, joules, checks)
 
     def tell_model_latency(self, latency: float, *, at: float | None = None) -> None:
@@ -346,7 +368,8 @@ class Ledger:
         t, p = self.tasks[i], self._progress[i]
         return TaskView(i, t.name, t.weight, t.flops, t.default_latency, tuple(p.best_history),
                         tuple(p.trials_history), p.trials, p.failures, p.finished,
-                        None if self.members is None else self.members.source(i))
+                        None if self.members is None else self.members.source(i), tuple(p.slot_numbers),
+                        tuple(p.trial_bests))
 
     def _stopped(self, snapshot: Snapshot) -> bool:
         if not self.stoppers:

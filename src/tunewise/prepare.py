@@ -22,6 +22,7 @@ from tunewise import target as targets
 from tunewise.callbacks import Callback, CallbackList
 from tunewise.checks import ModelCheck
 from tunewise.errors import InputError
+from tunewise.forecast import Forecaster
 from tunewise.goals import Goal
 from tunewise.interrupts import raise_if_stopped
 from tunewise.settings import RunSettings
@@ -70,6 +71,8 @@ def stop_rules(settings: RunSettings, goal: float | None) -> list[stoppers.StopR
         rules.append(stoppers.create("budget", joules=settings.energy_budget))
     if settings.diminishing is not None:
         rules.append(stoppers.create("diminishing", phi=settings.diminishing))
+    if settings.give_up is not None and goal is not None:
+        rules.append(stoppers.create("give-up", latency=goal, probability=settings.give_up))
     return rules
 
 
@@ -86,7 +89,9 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
     (:class:`tunewise.lease.Lease`) a new run is held by it from its creation, and the session commits only
     while it holds the run. ``deadline`` is :class:`~tunewise.session.Session`'s.
 
-    The session meters energy with the settings' meter, stops by their stop rules (:func:`stop_rules`),
+    The session forecasts the model latency after every slot (:class:`~tunewise.forecast.Forecaster`, seeded
+    with the settings' seed, carrying the goal), meters energy with the settings' meter, stops by their stop
+    rules (:func:`stop_rules`),
     checks the whole model as often as they say (:attr:`RunSettings.check_interval`) and filters proposals with
     their candidate filter, seeded with their seed. ``goal`` is the latency
     goal in seconds; by default the settings' absolute goal (a relative one needs :func:`resolve_goal`).
@@ -110,7 +115,7 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
                            cost_model=settings.cost_model, share=settings.share,
                            warm_start=settings.warm_start, callbacks=callbacks, owner=owner,
                            deadline=deadline, stoppers=stop_rules(settings, goal),
-                           meter=meter,
+                           meter=meter, forecaster=Forecaster(goal=goal, seed=settings.seed),
                            checker=None if every is None else ModelCheck(every, goal=goal),
                            candidate_filter=(None if settings.candidate_filter is None
                                              else filters.create(settings.candidate_filter, seed=settings.seed)))

@@ -138,14 +138,16 @@ class TraceRun:
     """One replayed run, advanced a slot at a time: the core that :func:`replay` loops over, and that a driver of
     several runs (:mod:`tunewise.lab.fleet`) interleaves.
 
-    Takes :func:`replay`'s arguments, its limits as one :class:`~tunewise.budget.Budget` (none by default).
+    Takes :func:`replay`'s arguments, its limits as one :class:`~tunewise.budget.Budget` (none by default), and a
+    ``forecaster`` (:class:`~tunewise.forecast.Forecaster`) that forecasts the run after every slot, as a
+    session does (the snapshots carry the forecasts; none by default).
     Each :meth:`step` charges the scheduler's decision and runs one slot on the run's own simulated clock
     (:attr:`elapsed`), and returns ``False`` once the run is over.
     """
 
     def __init__(self, trace: Trace, scheduler, *, seed_index: int, trials_per_slot: int = 16,
                  budget: Budget | None = None, decision_cost: float | None = None, stoppers=(),
-                 watts: float | None = None):
+                 watts: float | None = None, forecaster=None):
         if trials_per_slot <= 0:
             raise ValueError(f"trials_per_slot must be positive, got {trials_per_slot}")
         self.trace, self.runs, self.decision_cost = trace, trace.runs[seed_index], decision_cost
@@ -153,7 +155,8 @@ class TraceRun:
         self.ledger = Ledger(trace.tasks, scheduler, budget or Budget(), trials_per_slot=trials_per_slot,
                              clock=lambda: self.elapsed,
                              exhausted=[k for k, run in enumerate(self.runs) if not run.latencies],
-                             stoppers=stoppers, joules=None if watts is None else (lambda: watts * self.elapsed))
+                             stoppers=stoppers, joules=None if watts is None else (lambda: watts * self.elapsed),
+                             forecaster=forecaster)
         self.picks: list[int] = []
         self.decision_times: list[float] = []
         self.over = False

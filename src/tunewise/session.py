@@ -75,7 +75,8 @@ class Session:
     skips proposals before they are measured; the search proposes others in their place (transferred
     schedules are never skipped), and each slot's skipped count is stored with it. ``share`` is a
     :data:`tunewise.sharing.MODES` name and ``warm_start`` lets new tasks start from other runs' records (see
-    the module docstring).
+    the module docstring). ``forecaster`` (:class:`~tunewise.forecast.Forecaster`) forecasts the model latency
+    after every slot: the ledger's snapshots carry it, and each slot's forecast is stored with its checkpoint.
     """
 
     def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int, *, trials_per_slot: int = 16,
@@ -84,7 +85,7 @@ class Session:
                  callbacks: Sequence[Callback | str] = (), owner: str | None = None,
                  deadline: Callable[[Snapshot], float] | None = None, stoppers: Sequence = (),
                  meter: EnergyMeter | None = None, checker: ModelCheck | None = None,
-                 candidate_filter: CandidateFilter | None = None):
+                 candidate_filter: CandidateFilter | None = None, forecaster=None):
         from tvm.s_tir import meta_schedule as ms
 
         if not budget.bounded:
@@ -123,7 +124,7 @@ class Session:
             model.tasks, scheduler, budget, trials_per_slot=trials_per_slot, clock=lambda: self.elapsed,
             seconds_left=None if deadline is None else (lambda snapshot: deadline(snapshot) - time.perf_counter()),
             pace=self.pace, searching=lambda k, n: self._searches[k].searches(n, untrained=not self.trials),
-            stoppers=stoppers, joules=None if meter is None else self.joules)
+            stoppers=stoppers, joules=None if meter is None else self.joules, forecaster=forecaster)
         self._attach()
 
     # -- state -------------------------------------------------------------------------------------------
@@ -305,7 +306,8 @@ class Session:
         elapsed, latency = self.history[-1] if trials else (self.elapsed, self.snapshot().estimated_latency())
         self.store.add_trials(self.run_id, trials, Checkpoint(
             slot.index, k, len(trials), elapsed, time.perf_counter() - slot_start, latency,
-            self._slot_joules(slot_joules), skipped, phase_joules), owner=self.owner)
+            self._slot_joules(slot_joules), skipped, phase_joules, self.ledger.forecast if trials else None),
+            owner=self.owner)
         if not trials:
             return
         search.notify(candidates, [runner_result(t) for t in trials], self.cost_model)

@@ -9,7 +9,7 @@ with (:data:`ADDED_KEYS`): ``share`` ``"off"`` (runs stored before schedule shar
 alone), ``warm_start`` false (no run started from other runs' records before warm starts existed),
 ``evaluator`` ``"fixed"`` and ``cost_model`` ``"xgb"`` (what tunewise ran for settings without them),
 ``runner`` ``"local"`` (the only runner there was), no stop rule and no model checks (``goal``,
-``energy_budget``, ``diminishing``, ``check_every`` ``None``), the ``"auto"`` energy meter and no candidate
+``energy_budget``, ``diminishing``, ``check_every``, ``give_up`` ``None``), the ``"auto"`` energy meter and no candidate
 filter. A ``share`` stored as true or false (the form before sharing had modes) reads as ``"same-anchor"`` or
 ``"off"``, what those runs were tuned with. Every other key has been stored since runs had settings, so
 settings without one are not a tuning run's, and are refused.
@@ -36,7 +36,8 @@ from tunewise.measure import MeasureConfig
 
 ADDED_KEYS: Mapping[str, object] = {"share": "off", "warm_start": False, "evaluator": "fixed", "cost_model": "xgb",
                                     "runner": "local", "goal": None, "energy_budget": None, "diminishing": None,
-                                    "check_every": None, "energy_meter": "auto", "candidate_filter": None}
+                                    "check_every": None, "energy_meter": "auto", "candidate_filter": None,
+                                    "give_up": None}
 """Keys a stored run may lack, each with the value the runs stored without it were tuned with."""
 
 
@@ -58,7 +59,9 @@ class RunSettings:
     ``"12ms"``, ``"0.9x-ort"``) ends the run once the measured model latency reaches it; ``energy_budget``
     (joules) once the run has used that much energy (metered by ``energy_meter``, a
     :func:`tunewise.energy.create` name); ``diminishing`` (Trimmer's ``phi``, e.g. -0.25) once the model
-    improves that much more slowly per second than over the check interval before. ``check_every`` is the
+    improves that much more slowly per second than over the check interval before; ``give_up`` (a probability
+    in ``(0, 1]``, with ``goal`` only) once the forecast (:mod:`tunewise.forecast`) says the goal will not be
+    reached within the budget with at least that probability. ``check_every`` is the
     tuning time (seconds) between whole-model checks (:mod:`tunewise.checks`), or ``"epoch"`` (after each
     epoch, :data:`tunewise.checks.EPOCH`); ``None`` checks every
     :data:`tunewise.checks.DEFAULT_EVERY` seconds when a goal or ``diminishing`` is set, else never.
@@ -86,6 +89,7 @@ class RunSettings:
     check_every: float | str | None = None
     energy_meter: str = "auto"
     candidate_filter: str | None = None
+    give_up: float | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "input_shapes", {k: tuple(v) for k, v in self.input_shapes.items()})
@@ -109,6 +113,11 @@ class RunSettings:
             raise InputError(f"energy budget must be a positive number, got {self.energy_budget!r}")
         if self.check_every is not None and self.check_every != EPOCH and not _positive(self.check_every):
             raise InputError(f"model-check interval must be a positive number or {EPOCH!r}, got {self.check_every!r}")
+        if self.give_up is not None:
+            if not _probability(self.give_up):
+                raise InputError(f"give-up probability must be a number in (0, 1], got {self.give_up!r}")
+            if self.goal is None:
+                raise InputError("giving up needs a latency goal to give up on: set a goal (--goal) too")
         if self.diminishing is not None and (not isinstance(self.diminishing, (int, float))
                                              or isinstance(self.diminishing, bool)
                                              or not math.isfinite(self.diminishing)):
@@ -183,3 +192,7 @@ def _whole(value) -> bool:
 
 def _positive(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _probability(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tunewise.estimate import model_latency, task_latency
+
+if TYPE_CHECKING:
+    from tunewise.forecast._result import Forecast
 
 
 @dataclass(frozen=True)
@@ -23,7 +27,9 @@ class TaskView:
     """One task as a scheduler sees it.
 
     ``best_history[i]`` is the task's best measured latency after its ``i``-th slot (so it is
-    non-increasing, ``inf`` until a candidate ran), and ``trials_history[i]`` the task's trials after it.
+    non-increasing, ``inf`` until a candidate ran), ``trials_history[i]`` the task's trials after it and
+    ``slot_numbers[i]`` the run's number of that slot; ``trial_bests[j]`` is its best latency after its
+    ``j``-th trial.
     ``source`` is the task whose best schedules it is given instead of being searched (selective tuning,
     :mod:`tunewise.sharing`), ``None`` when it is searched.
     """
@@ -39,6 +45,8 @@ class TaskView:
     failures: int = 0
     finished: bool = False
     source: int | None = None
+    slot_numbers: tuple[int, ...] = ()
+    trial_bests: tuple[float, ...] = ()
 
     @property
     def slots(self) -> int:
@@ -67,7 +75,8 @@ class Snapshot:
 
     ``per_task_trials`` and ``max_trials`` are ``None`` when that budget is not set. ``measured`` holds the
     whole-model latencies the driver measured (:meth:`tunewise.ledger.Ledger.tell_model_latency`), in time
-    order; empty while none was.
+    order; empty while none was. ``forecast`` is the forecast the ledger made after the latest slot
+    (:mod:`tunewise.forecast`; ``None`` when it makes none, or had nothing to forecast from).
     """
 
     tasks: tuple[TaskView, ...]
@@ -79,6 +88,7 @@ class Snapshot:
     per_task_trials: int | None = None
     history: tuple[tuple[float, float], ...] = field(default=())  # (elapsed s, estimated model latency s)
     measured: tuple[tuple[float, float], ...] = field(default=())  # (elapsed s, measured model latency s)
+    forecast: Forecast | None = None
 
     @property
     def live(self) -> tuple[TaskView, ...]:

@@ -7,7 +7,7 @@ from rich.console import Console
 
 from tunewise.budget import Budget
 from tunewise.callbacks import SlotEvent
-from tunewise.callbacks._progress import NAME_WIDTH, LiveProgress, shorten, sparkline, time_left
+from tunewise.callbacks._progress import NAME_WIDTH, LiveProgress, forecast_text, shorten, sparkline, time_left
 from tunewise.state import Snapshot, TaskView
 
 
@@ -109,3 +109,15 @@ def test_the_python_api_shows_the_live_progress_when_asked(capsys, tmp_path):
     # by default only on a terminal or in a notebook: not under pytest's captured output
     assert workflow._callbacks((), None).callbacks == []
     assert [type(c) for c in workflow._callbacks((), True).callbacks] == [LiveProgress]
+
+
+def test_the_forecast_is_shown_once_calibrated():
+    from tunewise.forecast import END_LEVELS, Forecast
+
+    def forecast(elapsed):
+        return Forecast(4, elapsed, (elapsed, 400.0), (11e-3, 9.1e-3), (11e-3, 9.8e-3), (11e-3, 10.9e-3),
+                        tuple(9e-3 + 2e-3 * q for q in END_LEVELS), goal=10e-3)
+
+    assert forecast_text(forecast(150.0)) == (" | ~9.8 ms at budget end (80 %: 9.1-10.9); "
+                                              "goal 10 ms in ~4m10s (80 %: 4m10s-never)")
+    assert forecast_text(forecast(50.0)) == "" and forecast_text(None) == ""

@@ -102,6 +102,37 @@ def test_energy_and_model_latencies_round_trip(store):
     assert store.get_model_latencies(store.create_run("m", "cpu", "survey", {})) == []
 
 
+def test_a_checkpoint_keeps_its_forecast(store):
+    from tunewise.forecast import END_LEVELS, Forecast
+
+    run = store.create_run("m", "cpu", "dynatune", {})
+    w = store.commit_workload("0000000000000001", "W", equal_to("W"))
+    forecast = Forecast(0, 1.5, (1.5, 9.0), (2e-3, 1e-3), (2e-3, 1.2e-3), (2e-3, 1.5e-3),
+                        tuple(1e-3 + 1e-3 * q for q in END_LEVELS), untried=1, goal=1.1e-3)
+    store.add_trials(run, [trial(w, 2e-3)], Checkpoint(0, 0, 1, 1.5, 1.5, 2e-3, forecast=forecast))
+    store.add_trials(run, [trial(w, 1e-3, slot=1)], Checkpoint(1, 0, 1, 2.5, 1.0, 1e-3))
+    assert [c.forecast for c in store.get_checkpoints(run)] == [forecast, None]
+
+
+def test_a_store_of_the_third_schema_upgrades_and_keeps_its_checkpoints(store_url):
+    import sqlalchemy
+    from alembic import command
+
+    from tunewise.stores import _sqlalchemy
+
+    engine = sqlalchemy.create_engine(store_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.begin() as conn:
+        command.upgrade(_sqlalchemy.alembic_config(conn), "0003")
+        conn.exec_driver_sql("INSERT INTO runs (model, target, scheduler, settings, status, created, updated) "
+                             "VALUES ('m', 'cpu', 'random', '{}', 'tuned', 1.0, 2.0)")
+        conn.exec_driver_sql("INSERT INTO checkpoints (run_id, slot, task_index, trials, elapsed, seconds, latency) "
+                             "VALUES (1, 0, 0, 16, 3.0, 3.0, 0.002)")
+    engine.dispose()
+    store = stores.create(store_url)
+    assert store.get_checkpoints(1) == [Checkpoint(0, 0, 16, 3.0, 3.0, 2e-3)]
+    store.close()
+
+
 def test_a_slot_is_committed_whole_or_not_at_all(store):
     run = store.create_run("m", "cpu", "random", {})
     w = store.commit_workload("0000000000000001", "W", equal_to("W"))

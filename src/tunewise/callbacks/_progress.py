@@ -1,5 +1,6 @@
 """The live progress display of ``tunewise tune`` and :func:`tunewise.tune` (rich): elapsed time, trials, the
-model-latency estimate with its history as a sparkline, the tuning time left under the budget, the slot in
+model-latency estimate with its history as a sparkline, the tuning time left under the budget, the forecast
+(:mod:`tunewise.forecast`, once calibrated) at the budget's end and to the goal, the slot in
 flight (its task and phase) and the per-task table. Off a terminal it prints one unwrapped line per slot."""
 
 from __future__ import annotations
@@ -62,6 +63,15 @@ def time_left(snapshot, budget) -> float | None:
     return min(left) if left else None
 
 
+def forecast_text(forecast) -> str:
+    """`` | ~9.8 ms at budget end (80 %: 9.1-10.9); goal 8 ms in ~4m10s (80 %: 2m30s-never)``, or nothing
+    while the forecast is not calibrated (:attr:`~tunewise.forecast.Forecast.calibrated`)."""
+    if forecast is None or not forecast.calibrated:
+        return ""
+    goal = forecast.goal_summary(clock=_duration)
+    return f" | {forecast.summary()}" + (f"; {goal}" if goal else "")
+
+
 def _duration(seconds: float) -> str:
     minutes, secs = divmod(round(seconds), 60)
     hours, minutes = divmod(minutes, 60)
@@ -103,7 +113,7 @@ class LiveProgress(Callback):
         eta = f" | ~{_duration(left)} left" if left is not None else ""
         trend = sparkline([latency for _, latency in snapshot.history], top=untuned)
         return (f"elapsed {_duration(snapshot.elapsed)}{self._energy} | trials {trials} | "
-                f"model latency estimate {_ms(now)} ms{speedup} {trend}{eta}")
+                f"model latency estimate {_ms(now)} ms{speedup} {trend}{eta}{forecast_text(snapshot.forecast)}")
 
     def _table(self, snapshot) -> Table:
         table = Table(expand=False, pad_edge=False)

@@ -50,8 +50,9 @@ def _artifact_time(summary: RunSummary, metadata) -> float:
 
 
 def latency_figure(summaries: list[RunSummary]):
-    """Model latency against tuning time: each run's estimate from its checkpoints (a step line), the
-    whole-model latencies measured while tuning (squares), and the latencies measured on its compiled
+    """Model latency against tuning time: each run's estimate from its checkpoints (a step line), its forecasts
+    (:meth:`RunSummary.forecasts`: the 80 % band and the median as they stood at several moments of the
+    run), the whole-model latencies measured while tuning (squares), and the latencies measured on its compiled
     artifacts: untuned TVM at time 0, tuned TVM when it was compiled, the
     references (PyTorch eager, onnxruntime) as dotted lines to that time. A run without an artifact has
     its estimate only."""
@@ -96,11 +97,28 @@ def latency_figure(summaries: list[RunSummary]):
                                     "symbol": ("diamond" if key == "latency_s" else "x") if own else "circle"},
                             hovertemplate=f"{name}: %{{y:.4f}} ms<br>artifact %{{customdata}}"
                                           f"<extra>{group}</extra>")
+        for f in s.forecasts():
+            _forecast_band(fig, f, group, color)
     fig.update_layout(title="model latency vs tuning time", xaxis_title="tuning time (s)",
                       yaxis={"title": "latency (ms, log scale)", "type": "log"}, hovermode="closest",
                       legend={"title": "click to hide, double-click to isolate", "groupclick": "toggleitem"},
                       height=520)
     return fig
+
+
+def _forecast_band(fig, forecast, group: str, color: str) -> None:
+    """The forecast made after ``forecast.slot``: its 80 % band (shaded) and median (dashed) from then to the
+    budget's end."""
+    times, name = list(forecast.times), f"{group}: forecast at {forecast.elapsed:.0f} s"
+    fig.add_scatter(x=times, y=[v * 1e3 for v in forecast.high], mode="lines", line={"width": 0, "color": color},
+                    legendgroup=group, showlegend=False, hoverinfo="skip")
+    fig.add_scatter(x=times, y=[v * 1e3 for v in forecast.low], mode="lines", fill="tonexty", opacity=0.2,
+                    line={"width": 0, "color": color}, legendgroup=group, name=f"{name} (80 %)",
+                    hoverinfo="skip")
+    fig.add_scatter(x=times, y=[v * 1e3 for v in forecast.median], mode="lines", name=name, legendgroup=group,
+                    line={"color": color, "dash": "dash", "width": 1},
+                    hovertemplate=f"forecast made at {forecast.elapsed:.0f} s<br>%{{x:.0f}} s: ~%{{y:.4f}} ms"
+                                  f"<extra>{group}</extra>")
 
 
 def task_figure(summary: RunSummary):

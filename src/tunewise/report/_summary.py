@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from tunewise.estimate import model_latency, task_latency
+from tunewise.forecast import Forecast
 from tunewise.stores import Artifact, Checkpoint, ModelLatency, Run, Store
 
 
@@ -68,6 +69,15 @@ class RunSummary:
     @property
     def label(self) -> str:
         return f"run {self.run.id}: {self.run.scheduler} ({self.run.model})"
+
+    def forecasts(self, fractions=(0.25, 0.5, 0.75)) -> tuple[Forecast, ...]:
+        """The calibrated forecasts (:attr:`~tunewise.forecast.Forecast.calibrated`: only those are shown) as
+        they stood at ``fractions`` of the run's tuning time so far (the last made by then) and after its last
+        slot, each once, in time order."""
+        made = [c.forecast for c in self.checkpoints if c.forecast is not None and c.forecast.calibrated]
+        picked = [[f for f in made if f.elapsed <= share * self.elapsed][-1:] for share in fractions]
+        unique = {f.slot: f for part in [*picked, made[-1:]] for f in part}
+        return tuple(unique[slot] for slot in sorted(unique))
 
 
 def summarize(store: Store, run: int) -> RunSummary:

@@ -15,14 +15,16 @@ from tunewise import _factory
 from tunewise.stoppers._base import StopRule
 from tunewise.stoppers._budget import CostBudget
 from tunewise.stoppers._diminishing import DiminishingReturns
+from tunewise.stoppers._give_up import GiveUp
 from tunewise.stoppers._goal import LatencyGoal
 
-__all__ = ["CostBudget", "DiminishingReturns", "LatencyGoal", "StopRule", "create", "names"]
+__all__ = ["CostBudget", "DiminishingReturns", "GiveUp", "LatencyGoal", "StopRule", "create", "names"]
 
 _REGISTRY: dict[str, type[StopRule]] = {
     "goal": LatencyGoal,
     "budget": CostBudget,
     "diminishing": DiminishingReturns,
+    "give-up": GiveUp,
 }
 
 

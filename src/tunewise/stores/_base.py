@@ -17,6 +17,8 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tunewise.forecast import Forecast
+
 #: Run statuses. ``running`` is also what a run killed without warning (SIGKILL, power loss) is left in;
 #: :meth:`Run.state` tells it apart as ``dead`` by its owner's heartbeat. ``suspended``: a fleet's policy holds
 #: the run back until it chooses it again (:mod:`tunewise.cluster`).
@@ -127,7 +129,8 @@ class Checkpoint:
     ``elapsed`` the run's tuning time after it, ``seconds`` the time the slot took, ``latency`` the
     model-latency estimate after it, ``joules`` the energy the slot used (``None``: not metered), ``skipped``
     the proposals a candidate filter (:mod:`tunewise.filters`) skipped in it, ``phase_joules`` the joules of
-    its search, build and measure phases (``None``: not metered, or nothing was measured).
+    its search, build and measure phases (``None``: not metered, or nothing was measured), ``forecast`` the
+    model-latency forecast made after it (:class:`~tunewise.forecast.Forecast`; ``None``: none was made).
     """
 
     slot: int
@@ -139,6 +142,7 @@ class Checkpoint:
     joules: float | None = None
     skipped: int = 0
     phase_joules: tuple[float, float, float] | None = None
+    forecast: Forecast | None = None
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,7 @@ checkpoints = Table(
     Column("search_joules", Float),  # the joules of the slot's phases (NULL: not metered)
     Column("build_joules", Float),
     Column("measure_joules", Float),
+    Column("forecast", Text),  # JSON of the forecast made after the slot (NULL: none)
 )
 
 model_latencies = Table(

@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection, Engine, create_engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 
 from tunewise.errors import InputError, RunBusyError, StoreError, message_line
+from tunewise.forecast import Forecast
 from tunewise.stores import _base
 from tunewise.stores import _schema as s
 from tunewise.stores._base import (
@@ -320,6 +321,7 @@ class SQLAlchemyStore(Store):
                 conn.execute(s.checkpoints.insert().values(
                     run_id=run, slot=c.slot, task_index=c.task, trials=c.trials, elapsed=c.elapsed,
                     seconds=c.seconds, latency=_finite(c.latency), joules=c.joules, skipped=c.skipped,
+                    forecast=None if c.forecast is None else json.dumps(c.forecast.to_json()),
                     **dict(zip(_PHASE_JOULES, c.phase_joules or (None, None, None), strict=True))))
             conn.execute(update(s.runs).where(s.runs.c.id == run).values(updated=time.time()))
 
@@ -360,7 +362,8 @@ class SQLAlchemyStore(Store):
         with self._engine.connect() as conn:
             return [Checkpoint(row.slot, row.task_index, row.trials, row.elapsed, row.seconds, _or_inf(row.latency),
                                row.joules, row.skipped,
-                               None if row.search_joules is None else tuple(getattr(row, c) for c in _PHASE_JOULES))
+                               None if row.search_joules is None else tuple(getattr(row, c) for c in _PHASE_JOULES),
+                               None if row.forecast is None else Forecast.from_json(json.loads(row.forecast)))
                     for row in conn.execute(select(s.checkpoints).where(s.checkpoints.c.run_id == run)
                                             .order_by(s.checkpoints.c.id))]
 

@@ -1,0 +1,12 @@
+"""The model-latency forecast: where the estimate will be at the end of the budget, and when it reaches a goal.
+
+:class:`Forecaster` turns a frozen :class:`~tunewise.state.Snapshot` into a :class:`Forecast` (pure, no TVM,
+seeded); the :class:`~tunewise.ledger.Ledger` makes one after every slot and the snapshot carries it.
+"""
+
+from __future__ import annotations
+
+from tunewise.forecast._forecaster import ALLOCATIONS, Forecaster
+from tunewise.forecast._result import END_LEVELS, MIN_FRACTION, Forecast
+
+__all__ = ["ALLOCATIONS", "END_LEVELS", "MIN_FRACTION", "Forecast", "Forecaster"]

@@ -1,0 +1,44 @@
+"""How the remaining slots are expected to be shared among the tasks.
+
+Both rules return ``taken[k, r]``: the slots task ``k`` has had among the first ``r`` future slots
+(``r = 0..slots``), never more than its ``caps[k]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def greedy(gains: list[np.ndarray], slots: int) -> np.ndarray:
+    """The scheduler's greedy choice on the expected curves: each slot goes to the task whose next slot
+    removes the most expected model latency. ``gains[k][j]`` is the expected latency of task ``k``'s
+    contribution after ``j`` more slots (``len(gains[k]) - 1`` is its cap); ties go to the first task."""
+    taken = np.zeros((len(gains), slots + 1), dtype=int)
+    count = np.zeros(len(gains), dtype=int)
+    for r in range(1, slots + 1):
+        drops = [g[c] - g[c + 1] if c + 1 < len(g) else -np.inf for g, c in zip(gains, count, strict=True)]
+        k = int(np.argmax(drops))
+        if drops[k] == -np.inf:
+            taken[:, r:] = count[:, None]
+            break
+        count[k] += 1
+        taken[:, r] = count
+    return taken
+
+
+def recent(shares: np.ndarray, caps: np.ndarray, slots: int) -> np.ndarray:
+    """Slots in proportion to ``shares`` (each task's share of the recent slots): each slot goes to the task
+    furthest behind its share (largest ``share * r - taken``) among those below their cap, so the share of
+    a task at its cap goes to the others."""
+    shares = np.asarray(shares, dtype=float)
+    taken = np.zeros((len(shares), slots + 1), dtype=int)
+    count = np.zeros(len(shares), dtype=int)
+    for r in range(1, slots + 1):
+        behind = np.where(count < caps, shares * r - count, -np.inf)
+        k = int(np.argmax(behind))
+        if behind[k] == -np.inf:
+            taken[:, r:] = count[:, None]
+            break
+        count[k] += 1
+        taken[:, r] = count
+    return taken
