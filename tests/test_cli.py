@@ -407,8 +407,9 @@ def test_a_file_named_pt2_that_is_no_exported_program_is_one_line(capsys, tmp_pa
 def test_the_zoo_is_listed_where_tune_help_says(capsys):
     from tunewise import zoo
 
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exit_:
         cli.main(["tune", "--help"])
+    assert exit_.value.code == 0
     assert "`tunewise tasks --list` lists them" in capsys.readouterr().out
     assert cli.main(["tasks", "--list"]) == 0
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]

@@ -1,6 +1,7 @@
 """One owner per run: an owner is gone when its process is, and a lease beats while held and gives the run up
 after (real tuning processes contending for a run: ``test_resume.py``)."""
 
+import re
 import socket
 import subprocess
 import sys
@@ -27,7 +28,8 @@ def test_a_lease_beats_and_gives_the_run_up(tmp_path):
     with lease.Lease(interval=0.05) as owned:
         owned.claim(store, run)
         first = store.get_run(run).heartbeat
-        with pytest.raises(RunBusyError):
+        with pytest.raises(RunBusyError,
+                           match=re.escape(f"run {run} is being tuned by another process ({owned.owner}, alive")):
             lease.Lease().claim(store, run)
         deadline = time.monotonic() + 10
         while store.get_run(run).heartbeat == first:

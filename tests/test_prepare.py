@@ -77,5 +77,5 @@ def test_a_measurer_worker_killed_by_ctrl_c_as_it_starts_is_an_interruption(tmp_
     monkeypatch.setattr(tasks, "extract", extract_then_say)
     monkeypatch.setattr(prepare, "make_measurer", killed_while_starting)
     settings = RunSettings(source="tiny-mlp", budget=Budget(max_trials=4))
-    with interrupts.handled(), pytest.raises(interrupts.Interrupted):
+    with interrupts.handled(), pytest.raises(interrupts.Interrupted, match="^SIGINT$"):
         prepare.prepare_run(None, settings, store=stores.create(f"sqlite:///{tmp_path}/tunewise.db"))

@@ -270,7 +270,7 @@ def test_a_ctrl_c_during_the_opening_slot_records_it_before_stopping(tiny_mlp, m
     run_id = new_run(store, tiny_mlp)
     run = session.Session(unmeasured, schedulers.create("round-robin"), session.Budget(max_trials=8), measurer,
                           store, run_id, trials_per_slot=4, callbacks=[CtrlC()])
-    with interrupts.handled(), pytest.raises(interrupts.Interrupted):
+    with interrupts.handled(), pytest.raises(interrupts.Interrupted, match="^SIGINT$"):
         run.run()
     assert store.get_run(run_id).status == stores.INTERRUPTED
     assert len(store.get_trials(run_id)) == 4 and [c.trials for c in store.get_checkpoints(run_id)] == [4]

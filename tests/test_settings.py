@@ -132,8 +132,9 @@ def test_the_cli_leaves_every_unset_option_to_the_settings_and_shows_their_defau
     args = cli._parser().parse_args(["tune", "tiny-mlp"])
     assert cli._tune_options(args) == {}
     defaults = RunSettings()
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exit_:
         cli.main(["tune", "--help"])
+    assert exit_.value.code == 0
     shown = " ".join(capsys.readouterr().out.split())
     for text in (f"total trials (default {defaults.budget.max_trials} unless", f"(default: {defaults.scheduler})",
                  f"candidates per slot (default {defaults.trials_per_slot})", f"default: {defaults.evaluator})",

@@ -5,6 +5,8 @@ Statistical tests use fixed seeds and explicit tolerances; MCMC runs are kept sh
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -227,17 +229,18 @@ def test_flat_curve_predicts_its_level():
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    "kwargs,message",
     [
-        {"family": "cubic"},
-        {"n_walkers": 6},  # log-power has 4 dimensions: at least 8 walkers
-        {"n_steps": 100, "burn_in": 100},
-        {"thin": 0},
-        {"jump": 0.0},
+        ({"family": "cubic"}, "unknown curve family 'cubic'; valid: "),
+        # log-power has 4 dimensions: at least 8 walkers
+        ({"n_walkers": 6}, "n_walkers must be an integer >= 8 for 'log-power', got 6"),
+        ({"n_steps": 100, "burn_in": 100}, "need integers 0 <= burn_in < n_steps, got 100 and 100"),
+        ({"thin": 0}, "thin must be an integer >= 1, got 0"),
+        ({"jump": 0.0}, "jump must be > 0 or None, got 0.0"),
     ],
 )
-def test_bad_arguments_are_rejected(kwargs):
-    with pytest.raises(ValueError):
+def test_bad_arguments_are_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
         CurveModel(**kwargs)
 
 
@@ -246,7 +249,7 @@ def test_bad_data_is_rejected():
         CurveModel().fit([1.0, 2.0], [0.1])
     with pytest.raises(ValueError, match="> 0"):
         CurveModel().fit([0.0, 1.0], [0.1, 0.2])
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match=re.escape("CurveModel.predict() before fit()")):
         CurveModel().predict([1.0])
 
 

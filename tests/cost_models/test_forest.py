@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -65,9 +67,10 @@ def test_a_seed_fixes_the_fit(data):
 
 
 def test_bad_input():
-    with pytest.raises(ValueError):
+    shapes = "need X of shape (n, d) and y of shape (n,) with n > 0, got"
+    with pytest.raises(ValueError, match=re.escape(f"{shapes} (3, 2) and (4,)")):
         ForestEI().fit(np.zeros((3, 2)), np.zeros(4))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape(f"{shapes} (0, 2) and (0,)")):
         ForestEI().fit(np.zeros((0, 2)), np.zeros(0))
 
 

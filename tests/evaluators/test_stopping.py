@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -92,12 +93,18 @@ def test_a_zero_timing_is_never_stable():
     assert RULE.run(stream([0.0] * 10)).reason == "limit"
 
 
-@pytest.mark.parametrize("kwargs", [{"epsilon": 0}, {"min_batches": 0}, {"min_batches": 5, "max_batches": 4},
-                                    {"trim_after": 1}, {"slow_factor": 1.0}, {"slow_batches": 11}])
-def test_bad_rules(kwargs):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("kwargs,message", [
+    ({"epsilon": 0}, "epsilon must be positive, got 0"),
+    ({"min_batches": 0}, "need 1 <= min_batches <= max_batches, got 0, "),
+    ({"min_batches": 5, "max_batches": 4}, "need 1 <= min_batches <= max_batches, got 5, 4"),
+    ({"trim_after": 1}, "trim_after must be at least 2, got 1"),
+    ({"slow_factor": 1.0}, "slow_factor must be over 1, got 1.0"),
+    ({"slow_batches": 11}, "need 1 <= slow_batches <= max_batches, got 11"),
+])
+def test_bad_rules(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
         StoppingRule(**kwargs)
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match=re.escape(f"evaluator 'adaptive': {message}")):
         evaluators.create("adaptive", **kwargs)
 
 
@@ -113,5 +120,5 @@ def test_factory():
                          ("adaptive", {"runs": 0}), ("adaptive", {"reference": 0.0})]:
         with pytest.raises(InputError, match=f"evaluator '{name}'"):
             evaluators.create(name, **kwargs)
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match=re.escape("arguments ['runs'] given with a evaluator instance; pass a name")):
         evaluators.create(adaptive, runs=3)

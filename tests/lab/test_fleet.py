@@ -4,6 +4,7 @@ a made-up population, and the scaling table's worker counts."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -60,5 +61,5 @@ def test_fleets_take_traces_and_seeds_in_turn_and_worker_counts_double():
     assert [(m.trace, m.seed_index) for m in fleet] == [(a, 0), (b, 0), (a, 1), (a, 0)]
     assert fleet[2].goal == pytest.approx(1.1 * a.best_reachable(1))
     assert doubling(256) == [1, 2, 4, 8, 16, 32, 64, 128, 256] and doubling(3) == [1, 2]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape("workers must be >= 1 and round_seconds > 0, got 0 and 60.0")):
         simulate(fleet, "fair", workers=0)

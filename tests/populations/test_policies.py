@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -65,7 +66,8 @@ class Greedy(PopulationPolicy):
 @pytest.mark.parametrize("picks", [(0, 0), (0, 1, 2), (2,), ()])
 def test_plan_refuses_a_choice_that_breaks_the_contract(picks):
     fleet = [model("a", (0, 1.0)), model("b", (0, 1.0)), model("c", (0, 1.0), finished=True)]
-    with pytest.raises(RuntimeError):
+    refused = f"Greedy(picks={picks!r}) chose {picks} from 2 unfinished models at capacity 2"
+    with pytest.raises(RuntimeError, match=re.escape(refused)):
         Greedy(picks=picks).plan(fleet, capacity=2)
     assert Greedy(picks=()).plan([fleet[2]], capacity=1).run == ()  # all finished: nothing to run
 
@@ -73,9 +75,11 @@ def test_plan_refuses_a_choice_that_breaks_the_contract(picks):
 def test_create_builds_policies_by_name_and_rejects_bad_input_in_one_line():
     assert isinstance(populations.create("suspension"), Suspension)
     assert populations.names() == ["fair", "suspension"]
-    for bad, kwargs in (("pbt", {}), ("fair", {"quantile": 0.5})):
-        with pytest.raises(InputError) as err:
+    for bad, kwargs, message in (
+            ("pbt", {}, "unknown population policy 'pbt'; valid names: fair, suspension"),
+            ("fair", {"quantile": 0.5}, "population policy 'fair' got unknown arguments ['quantile']")):
+        with pytest.raises(InputError, match=re.escape(message)) as err:
             populations.create(bad, **kwargs)
         assert "\n" not in str(err.value)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="capacity must be at least 1, got 0"):
         Suspension().plan([], capacity=0)

@@ -3,6 +3,7 @@
 import functools
 import itertools
 import operator
+import re
 
 import networkx as nx
 import pytest
@@ -159,8 +160,8 @@ def test_export_records_no_stack_traces_and_restores_the_flag(monkeypatch, flag)
     program = export_program(Branches(), (torch.randn(1, 8),))
     assert not any(node.stack_trace for node in program.graph.nodes)
     assert torch.fx.config.do_not_emit_stack_traces is flag
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match="example inputs must be a tuple of tensors"):
         export_program(Branches(), [1.0])
-    with pytest.raises(ModelImportError):
+    with pytest.raises(ModelImportError, match=re.escape("torch.export could not capture the model: ")):
         export_program(nn.Linear(3, 3), (torch.randn(2, 4),))
     assert torch.fx.config.do_not_emit_stack_traces is flag

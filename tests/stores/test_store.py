@@ -3,9 +3,11 @@
 import json
 import math
 import multiprocessing
+import re
 import time
 
 import pytest
+import sqlalchemy.exc
 
 from tunewise import stores
 from tunewise.errors import InputError, RunBusyError, StoreError
@@ -136,7 +138,8 @@ def test_a_store_of_the_third_schema_upgrades_and_keeps_its_checkpoints(store_ur
 def test_a_slot_is_committed_whole_or_not_at_all(store):
     run = store.create_run("m", "cpu", "random", {})
     w = store.commit_workload("0000000000000001", "W", equal_to("W"))
-    with pytest.raises(Exception):  # noqa: B017 (the backend's integrity error): the second trial's workload is missing
+    # the second trial's workload is missing: the backend's foreign key refuses it
+    with pytest.raises(sqlalchemy.exc.IntegrityError, match="(?i)foreign key constraint"):
         store.add_trials(run, [trial(w), trial(w + 1000)], Checkpoint(0, 0, 2, 1.0, 1.0, 1e-3))
     assert store.get_trials(run) == [] and store.get_checkpoints(run) == [] and store.count_trials() == 0
 
@@ -261,7 +264,7 @@ def test_a_run_has_one_owner_at_a_time(store):
     assert store.get_run(run).owner == "b"
     store.release_run(run, "b")
     store.claim_run(run, "c")
-    with pytest.raises(RunBusyError):
+    with pytest.raises(RunBusyError, match=re.escape(f"run {run} is being tuned by another process (c, alive")):
         store.claim_run(run, "d", gone="b")  # b is gone, but c owns the run
     store.claim_run(run, "d", gone="c")  # c is known to be gone
     assert store.get_run(run).owner == "d"
