@@ -197,7 +197,8 @@ def test_the_cli_stores_the_settings_defaults_and_a_budget_option_on_resume_repl
     # the meter "auto" chose here is stored, so that a resumed run meters as the run began
     assert store.get_run(1).settings == RunSettings(
         source="tiny-mlp", budget=Budget(max_trials=2, time_budget=3600.0), trials_per_slot=2, output=out,
-        energy_meter=energy.create("auto").name, measure=MeasureConfig(enable_cpu_cache_flush=True)).to_json()
+        energy_meter=energy.for_device("auto", gpu=False).name,
+        measure=MeasureConfig(enable_cpu_cache_flush=True)).to_json()
 
     assert cli.main(["tune", "--no-references", "--resume", "1", "--trials", "4", "--store", url]) == 0
     assert store.get_run(1).settings["budget"] == {

@@ -146,6 +146,12 @@ class _Counter(energy.EnergyMeter):
         return energy.Reading(1.0, estimated=False)
 
 
+def test_a_cpu_run_is_never_metered_by_a_gpus_nvml(monkeypatch):
+    monkeypatch.setitem(energy._REGISTRY, "nvml", _Counter)
+    assert energy.for_device("auto", gpu=False).name in ("rapl", "estimate")  # "auto" alone could pick NVML
+    assert energy.for_device("nvml", gpu=False).name == "nvml"  # asked for by name
+
+
 def test_a_gpu_runs_host_is_its_cpu_never_the_gpu_again(monkeypatch):
     monkeypatch.setitem(energy._REGISTRY, "nvml", _Counter)
     meter = energy.for_device("auto", gpu=True)

@@ -75,15 +75,17 @@ def create(name: str | EnergyMeter = "auto", **kwargs: object) -> EnergyMeter:
 
 
 def for_device(name: str | EnergyMeter, gpu: bool) -> EnergyMeter:
-    """The meter called ``name`` for a run on a GPU (``gpu``) or a CPU. On a GPU, ``"auto"`` meters the GPU by
-    NVML and its host's CPU by RAPL, else the estimate, summed (:class:`Combined`), and the host alone where
-    NVML cannot be read; any other name is :func:`create`'s."""
-    if not (gpu and name == "auto"):
+    """The meter called ``name`` for a run on a GPU (``gpu``) or a CPU. ``"auto"`` meters the CPU by RAPL, else
+    by the estimate, never by NVML (which meters a GPU the run does not use); on a GPU, it adds the GPU by
+    NVML (:class:`Combined`), the CPU alone where NVML cannot be read. Any other name is :func:`create`'s."""
+    if name != "auto":
         return create(name)
     try:
         host = create("rapl")
     except MeterUnavailable:
         host = create("estimate")
+    if not gpu:
+        return host
     try:
         return Combined(meters=[create("nvml"), host])
     except MeterUnavailable:
