@@ -53,6 +53,18 @@ def test_open_session_tunes_an_extracted_model_again(tiny_mlp, measurer):
     assert all(r.settings["seed"] == 5 and r.scheduler == "random" for r in store.get_runs())
 
 
+def test_a_callers_model_check_replaces_the_settings_checks(tiny_mlp, measurer):
+    from tunewise.checks import ModelCheck
+
+    store = stores.create("sqlite://")
+    settings = RunSettings(budget=Budget(max_trials=2), check_every=60.0)
+    assert prepare.open_session(tiny_mlp, settings, store=store, measurer=measurer).checker.every == 60.0
+    mine = ModelCheck(5.0)
+    assert prepare.open_session(tiny_mlp, settings, store=store, measurer=measurer, checker=mine).checker is mine
+    assert prepare.open_session(tiny_mlp, RunSettings(budget=Budget(max_trials=2)), store=store,
+                                measurer=measurer).checker is None
+
+
 def test_a_measurer_worker_killed_by_ctrl_c_as_it_starts_is_an_interruption(tmp_path, monkeypatch):
     # Ctrl-C goes to the whole process group: a measurer's worker still starting (while the model is imported and
     # its tasks extracted) dies of it, and its error reaches the run only after the stop was asked for

@@ -78,7 +78,7 @@ def stop_rules(settings: RunSettings, goal: float | None) -> list[stoppers.StopR
 
 def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, measurer: measure.Measurer,
                  scheduler=None, callbacks: Sequence[Callback | str] = (), run: int | None = None, lease=None,
-                 deadline=None, goal: float | None = None) -> session.Session:
+                 deadline=None, goal: float | None = None, checker: ModelCheck | None = None) -> session.Session:
     """A :class:`~tunewise.session.Session` tuning ``model`` as ``settings`` say, recording to ``store`` (a
     :class:`~tunewise.stores.Store`).
 
@@ -93,7 +93,8 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
     with the settings' seed, carrying the goal), meters energy with the settings' meter, stops by their stop
     rules (:func:`stop_rules`),
     checks the whole model as often as they say (:attr:`RunSettings.check_interval`) and filters proposals with
-    their candidate filter, seeded with their seed. ``goal`` is the latency
+    their candidate filter, seeded with their seed; ``checker`` (a :class:`~tunewise.checks.ModelCheck`)
+    replaces the checks the settings make, for checks at times of the caller's. ``goal`` is the latency
     goal in seconds; by default the settings' absolute goal (a relative one needs :func:`resolve_goal`).
     """
     if goal is None and settings.goal is not None:
@@ -110,13 +111,15 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
         if lease is not None:
             lease.hold(store, run)
     every = settings.check_interval
+    if checker is None and every is not None:
+        checker = ModelCheck(every, goal=goal)
     return session.Session(model, scheduler, settings.budget, measurer, store, run,
                            trials_per_slot=settings.trials_per_slot, seed=settings.seed,
                            cost_model=settings.cost_model, share=settings.share,
                            warm_start=settings.warm_start, callbacks=callbacks, owner=owner,
                            deadline=deadline, stoppers=stop_rules(settings, goal),
                            meter=meter, forecaster=Forecaster(goal=goal, seed=settings.seed),
-                           checker=None if every is None else ModelCheck(every, goal=goal),
+                           checker=checker,
                            candidate_filter=(None if settings.candidate_filter is None
                                              else filters.create(settings.candidate_filter, seed=settings.seed)))
 
