@@ -13,17 +13,10 @@ def greedy(gains: list[np.ndarray], slots: int) -> np.ndarray:
     """The scheduler's greedy choice on the expected curves: each slot goes to the task whose next slot
     removes the most expected model latency. ``gains[k][j]`` is the expected latency of task ``k``'s
     contribution after ``j`` more slots (``len(gains[k]) - 1`` is its cap); ties go to the first task."""
-    taken = np.zeros((len(gains), slots + 1), dtype=int)
-    count = np.zeros(len(gains), dtype=int)
-    for r in range(1, slots + 1):
-        drops = [g[c] - g[c + 1] if c + 1 < len(g) else -np.inf for g, c in zip(gains, count, strict=True)]
-        k = int(np.argmax(drops))
-        if drops[k] == -np.inf:
-            taken[:, r:] = count[:, None]
-            break
-        count[k] += 1
-        taken[:, r] = count
-    return taken
+    def drops(count: np.ndarray, r: int) -> np.ndarray:
+        return np.array([g[c] - g[c + 1] if c + 1 < len(g) else -np.inf for g, c in zip(gains, count, strict=True)])
+
+    return _fill(len(gains), slots, drops)
 
 
 def recent(shares: np.ndarray, caps: np.ndarray, slots: int) -> np.ndarray:
@@ -31,12 +24,18 @@ def recent(shares: np.ndarray, caps: np.ndarray, slots: int) -> np.ndarray:
     furthest behind its share (largest ``share * r - taken``) among those below their cap, so the share of
     a task at its cap goes to the others."""
     shares = np.asarray(shares, dtype=float)
-    taken = np.zeros((len(shares), slots + 1), dtype=int)
-    count = np.zeros(len(shares), dtype=int)
+    return _fill(len(shares), slots, lambda count, r: np.where(count < caps, shares * r - count, -np.inf))
+
+
+def _fill(tasks: int, slots: int, score) -> np.ndarray:
+    """``taken`` for ``slots`` slots, each to the task of the highest ``score(taken so far, r)`` (the first on a
+    tie); once every score is ``-inf`` no task takes more."""
+    taken = np.zeros((tasks, slots + 1), dtype=int)
+    count = np.zeros(tasks, dtype=int)
     for r in range(1, slots + 1):
-        behind = np.where(count < caps, shares * r - count, -np.inf)
-        k = int(np.argmax(behind))
-        if behind[k] == -np.inf:
+        scores = score(count, r)
+        k = int(np.argmax(scores))
+        if scores[k] == -np.inf:
             taken[:, r:] = count[:, None]
             break
         count[k] += 1
