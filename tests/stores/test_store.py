@@ -116,20 +116,27 @@ def test_a_checkpoint_keeps_its_forecast(store):
     assert [c.forecast for c in store.get_checkpoints(run)] == [forecast, None]
 
 
-def test_a_store_of_the_third_schema_upgrades_and_keeps_its_checkpoints(store_url):
+def _old_store(url: str, revision: str, *rows: str) -> None:
+    """Makes the store at ``url`` one of schema ``revision`` holding ``rows`` (SQL inserts)."""
     import sqlalchemy
     from alembic import command
 
     from tunewise.stores import _sqlalchemy
 
-    engine = sqlalchemy.create_engine(store_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    engine = sqlalchemy.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
     with engine.begin() as conn:
-        command.upgrade(_sqlalchemy.alembic_config(conn), "0003")
-        conn.exec_driver_sql("INSERT INTO runs (model, target, scheduler, settings, status, created, updated) "
-                             "VALUES ('m', 'cpu', 'random', '{}', 'tuned', 1.0, 2.0)")
-        conn.exec_driver_sql("INSERT INTO checkpoints (run_id, slot, task_index, trials, elapsed, seconds, latency) "
-                             "VALUES (1, 0, 0, 16, 3.0, 3.0, 0.002)")
+        command.upgrade(_sqlalchemy.alembic_config(conn), revision)
+        for row in rows:
+            conn.exec_driver_sql(row)
     engine.dispose()
+
+
+def test_a_store_of_the_third_schema_upgrades_and_keeps_its_checkpoints(store_url):
+    _old_store(store_url, "0003",
+               "INSERT INTO runs (model, target, scheduler, settings, status, created, updated) "
+               "VALUES ('m', 'cpu', 'random', '{}', 'tuned', 1.0, 2.0)",
+               "INSERT INTO checkpoints (run_id, slot, task_index, trials, elapsed, seconds, latency) "
+               "VALUES (1, 0, 0, 16, 3.0, 3.0, 0.002)")
     store = stores.create(store_url)
     assert store.get_checkpoints(1) == [Checkpoint(0, 0, 16, 3.0, 3.0, 2e-3)]
     store.close()
@@ -308,17 +315,8 @@ def test_of_two_processes_claiming_a_run_one_wins(store, store_url):
 
 
 def test_a_store_of_the_first_schema_upgrades(store_url):
-    import sqlalchemy
-    from alembic import command
-
-    from tunewise.stores import _sqlalchemy
-
-    engine = sqlalchemy.create_engine(store_url.replace("postgresql://", "postgresql+psycopg://", 1))
-    with engine.begin() as conn:
-        command.upgrade(_sqlalchemy.alembic_config(conn), "0001")
-        conn.exec_driver_sql("INSERT INTO runs (model, target, scheduler, settings, status, created, updated) "
-                             "VALUES ('m', 'cpu', 'random', '{}', 'running', 1.0, 2.0)")
-    engine.dispose()
+    _old_store(store_url, "0001", "INSERT INTO runs (model, target, scheduler, settings, status, created, updated) "
+                                  "VALUES ('m', 'cpu', 'random', '{}', 'running', 1.0, 2.0)")
     store = stores.create(store_url)
     [run] = store.get_runs()
     assert (run.model, run.owner, run.heartbeat, run.state()) == ("m", None, None, stores.DEAD)
