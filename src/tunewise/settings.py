@@ -118,9 +118,7 @@ class RunSettings:
                 raise InputError(f"give-up probability must be a number in (0, 1], got {self.give_up!r}")
             if self.goal is None:
                 raise InputError("giving up needs a latency goal to give up on: set a goal (--goal) too")
-        if self.diminishing is not None and (not isinstance(self.diminishing, (int, float))
-                                             or isinstance(self.diminishing, bool)
-                                             or not math.isfinite(self.diminishing)):
+        if self.diminishing is not None and not _real(self.diminishing):
             raise InputError(f"diminishing-returns threshold must be a number, got {self.diminishing!r}")
         for kind, name, valid in (("scheduler", self.scheduler, schedulers.names()),
                                   ("evaluator", self.evaluator, evaluators.names()),
@@ -190,9 +188,14 @@ def _whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _real(value) -> bool:
+    """Whether ``value`` is a finite number (a bool is not one)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _positive(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return _real(value) and value > 0
 
 
 def _probability(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1
+    return _real(value) and 0 < value <= 1
