@@ -1,8 +1,9 @@
 """Building and measuring candidates: a persistent builder pool and a candidate runner.
 
 The stock ``LocalBuilder`` starts a fresh process pool for every batch and each fresh worker imports all
-tensor intrinsics (40-70 s on a 2-core VM), so every build times out. :class:`BuilderPool` starts its workers once per
-run; they import TVM (5 s) and nothing else, and build with :func:`tunewise.tvm_env.build_candidate`.
+tensor intrinsics (40-70 s on a 2-core VM), so every build times out. :class:`BuilderPool` starts its workers
+(:mod:`tunewise.workers`) once per run; they import TVM (1 s) and nothing else, and build with
+:func:`tunewise.tvm_env.build_candidate`.
 Candidates are measured one by one by a candidate runner (:mod:`tunewise.candidate_runners`; by default a
 persistent worker process on this machine), so each trial gets its own run seconds, timed by an evaluator
 (:mod:`tunewise.evaluators`: AdaTune's adaptive one by default, or MetaSchedule's fixed one) that is told the
@@ -88,10 +89,6 @@ def _worker_init() -> None:
     import tvm  # noqa: F401  (the only import a CPU build needs)
 
 
-def _ready() -> None:
-    """A job that only starts its worker."""
-
-
 def _build(mod, target, scratch: str) -> tuple[str, float]:
     from tunewise import tvm_env
 
@@ -101,27 +98,24 @@ def _build(mod, target, scratch: str) -> tuple[str, float]:
 
 
 class BuilderPool:
-    """Build worker processes started once and reused for every batch of the run.
-
-    TVM's ``PopenPoolExecutor`` (what its runner uses): fresh interpreters, not forks of this one, a time
-    limit per build, and a worker that runs past it is killed and replaced. The workers start at once, in
-    the background (each imports TVM, seconds), so the first batch finds them ready.
+    """Build worker processes (:class:`tunewise.workers.WorkerPool`) started once and reused for every batch of
+    the run, a time limit per build. The workers start at once, in the background, so the first batch finds
+    them ready.
     """
 
     def __init__(self, workers: int = 0, timeout: float = 30.0, scratch: str | None = None):
-        from tvm.support.popen_pool import PopenPoolExecutor
+        from tunewise.workers import WorkerPool
 
         self.workers = workers or os.cpu_count() or 1
         self.scratch = scratch
-        self._pool = PopenPoolExecutor(self.workers, timeout=timeout, initializer=_worker_init)
-        for _ in range(self.workers):
-            self._pool.submit(_ready)
+        self._pool = WorkerPool(self.workers, timeout=timeout, initializer=_worker_init)
+        self._pool.start()
 
     def submit(self, mod, target) -> cf.Future:
         return self._pool.submit(_build, mod, target, self.scratch)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        self._pool.shutdown()
 
 
 class Measurer:

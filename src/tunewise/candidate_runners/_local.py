@@ -1,4 +1,4 @@
-"""Candidates run in a worker process on this machine: MetaSchedule's ``LocalRunner``."""
+"""Candidates run in a worker process on this machine, as MetaSchedule's ``LocalRunner`` runs them."""
 
 from __future__ import annotations
 
@@ -7,30 +7,49 @@ from tunewise.candidate_runners._base import CandidateRunner
 
 
 class Local(CandidateRunner):
-    """One persistent worker process on this machine (MetaSchedule's ``LocalRunner``), started with the
-    runner: it loads each candidate, allocates its arguments and calls the evaluator given with it. The worker
-    ignores Ctrl-C (the tuning process decides when to stop) and is replaced when a candidate runs past
-    ``config.run_timeout`` or crashes it.
+    """One persistent worker process on this machine (:class:`tunewise.workers.WorkerPool`), started with the
+    runner: as MetaSchedule's ``LocalRunner`` does, it loads each candidate, allocates its arguments and calls
+    the evaluator given with it. The worker ignores Ctrl-C (the tuning process decides when to stop) and is
+    replaced when a candidate runs past ``config.run_timeout`` or crashes it.
 
     >>> runner = create("local", target=target, config=MeasureConfig())  # doctest: +SKIP
     """
 
     def __init__(self, *, target, config):
-        from tvm.s_tir.meta_schedule.runner import LocalRunner
+        import subprocess
 
         from tunewise import interrupts
         from tunewise.target import device_type
+        from tunewise.workers import WorkerPool
 
         self.target, self.config = target, config
         self._device = device_type(target)
-        self._runner = LocalRunner(timeout_sec=config.run_timeout, evaluator_config=config.evaluator(),
-                                   f_alloc_argument=alloc_arguments, initializer=interrupts.ignore_in_worker)
+        self._evaluator_config = config.evaluator()
+        self._pool = WorkerPool(1, timeout=config.run_timeout, initializer=interrupts.ignore_in_worker,
+                                stderr=subprocess.DEVNULL)
+        self._pool.start()
 
     def run(self, artifact: str, args_info, evaluator):
-        from tvm.s_tir.meta_schedule.runner import RunnerInput
+        from tvm.s_tir.meta_schedule.runner import RunnerResult
 
-        self._runner.f_run_evaluator = evaluator  # pickled with this candidate
-        return self._runner.run([RunnerInput(artifact, self._device, args_info)])[0].result()
+        job = self._pool.submit(_run, artifact, self._device, tuple(info.as_json() for info in args_info), evaluator,
+                                self._evaluator_config)
+        try:
+            return RunnerResult(job.result(), None)
+        except TimeoutError:
+            return RunnerResult(None, f"Timeout: the candidate ran past {self.config.run_timeout:g} s")
+        except Exception as err:  # the candidate failed in the worker (the message holds its traceback) or killed it
+            return RunnerResult(None, f"{type(err).__name__}: {err}")
 
     def close(self) -> None:
-        self._runner.pool.shutdown()
+        self._pool.shutdown()
+
+
+def _run(artifact: str, device_type: str, args_info, evaluator, evaluator_config) -> list[float]:
+    """The seconds ``evaluator`` times the candidate built at ``artifact`` (runs in the worker); ``args_info``
+    in its JSON form."""
+    import tvm
+
+    module = tvm.runtime.load_module(artifact)
+    device = tvm.runtime.device(device_type, 0)
+    return [float(s) for s in evaluator(module, device, evaluator_config, alloc_arguments(device, args_info, 1))]

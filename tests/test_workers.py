@@ -1,0 +1,63 @@
+"""The worker processes that build and run candidates: fresh interpreters without PyTorch, a time limit per
+job, and a worker that died or ran past it replaced at the next job."""
+
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from tunewise.workers import WorkerPool
+
+pytestmark = pytest.mark.tvm
+
+
+def _state() -> tuple:
+    import tvm  # noqa: F401  (TVM's FFI imports PyTorch when it can)
+
+    return os.getpid(), sys.modules.get("torch", "never imported")
+
+
+def _sleep(seconds: float) -> str:
+    time.sleep(seconds)
+    return "woke"
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _fail() -> None:
+    raise ValueError("the job's own error")
+
+
+def test_a_worker_imports_tvm_without_pytorch_and_outlives_its_jobs():
+    pool = WorkerPool(1)
+    try:
+        pid, torch = pool.submit(_state).result()
+        assert torch is None  # blocked, not imported
+        assert pid != os.getpid()
+        assert pool.submit(_state).result()[0] == pid  # the same process serves the next job
+    finally:
+        pool.shutdown()
+
+
+def test_a_job_past_its_time_limit_or_one_that_kills_its_worker_fails_alone():
+    pool = WorkerPool(1, timeout=1.0)
+    try:
+        first = pool.submit(_state).result()[0]
+        with pytest.raises(TimeoutError):
+            pool.submit(_sleep, 30).result()
+        second = pool.submit(_state).result()[0]
+        assert second != first  # the worker that ran past the limit was replaced
+        with pytest.raises(ChildProcessError, match="Subprocess terminated"):
+            pool.submit(_die).result()
+        with pytest.raises(ValueError, match="the job's own error"):
+            pool.submit(_fail).result()
+        last = pool.submit(_state).result()[0]
+        assert last != second
+    finally:
+        pool.shutdown()
+    with pytest.raises(ProcessLookupError):
+        os.kill(last, 0)  # the pool's processes end with it
