@@ -105,10 +105,10 @@ def test_a_trace_that_does_not_apply_transfers_nothing(twin, host_target):
     other = tvm.IRModule({"main": te.create_prim_func([a, te.compute((8,), lambda i: a[i] * 2, name="double")])})
     first, second = (twin.task_mods[k] for k in _conv_tasks(twin))
     context = ms.TuneContext(first, target=host_target, space_generator="post-order-apply",
-                             search_strategy="evolutionary", task_name="conv", num_threads=1).clone()
+                             search_strategy="replay-trace", task_name="conv", num_threads=1).clone()
     context.pre_tuning(2, 2, context.generate_design_space(), ms.database.MemoryDatabase(),
                        ms.cost_model.RandomModel())
-    traces = [c.sch.trace for c in context.generate_measure_candidates()]  # post-processed, as measured
+    traces = [c.sch.trace for c in context.generate_measure_candidates()]  # random samples, post-processed as measured
     assert all(sharing.transfer(trace, second, host_target) is not None for trace in traces)
     # its post-processing steps look for the convolution's loops in an elementwise function: TVM raises
     assert all(sharing.transfer(trace, other, host_target) is None for trace in traces)

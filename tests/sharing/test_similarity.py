@@ -123,10 +123,11 @@ def _conv_bias(ci, co, size, clip):
 
 
 def _candidates(mod, target, n):
-    """``n`` post-processed candidates of ``mod``'s design space, as the search proposes them."""
+    """``n`` post-processed candidates of ``mod``'s design space, sampled at random (as the search's first
+    candidates are; its evolution would rank a population of hundreds by the untrained model first)."""
     from tvm.s_tir import meta_schedule as ms
 
-    context = ms.TuneContext(mod, target=target, space_generator="post-order-apply", search_strategy="evolutionary",
+    context = ms.TuneContext(mod, target=target, space_generator="post-order-apply", search_strategy="replay-trace",
                              task_name="t", num_threads=1, rand_state=1).clone()
     context.pre_tuning(n, n, context.generate_design_space(), ms.database.MemoryDatabase(),
                        ms.cost_model.RandomModel())

@@ -90,7 +90,7 @@ def test_a_weight_layout_rewrite_record_round_trips(tmp_path, host_target):
     dense = te.compute((16, 32), lambda i, j: te.sum(a[i, k] * w[j, k], axis=k), name="dense")
     mod = tvm.IRModule({"main": te.create_prim_func([a, w, dense]).with_attr("layout_free_buffers", [1])})
     context = ms.TuneContext(mod, target=host_target, space_generator="post-order-apply",
-                             search_strategy="evolutionary", task_name="dense", num_threads=1).clone()
+                             search_strategy="replay-trace", task_name="dense", num_threads=1).clone()
     context.pre_tuning(8, 8, context.generate_design_space(), ms.database.MemoryDatabase(),
                        ms.cost_model.RandomModel())
     candidate = context.generate_measure_candidates()[0]
