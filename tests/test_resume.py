@@ -1,6 +1,6 @@
 """Resume for real: ``tunewise tune`` killed with SIGKILL in the middle of tuning, its run taken over by one of
-two ``--resume``s started at once; a run left with a slot stored twice, or by a full disk; a store copied
-elsewhere once a job has ended, then resumed there."""
+two ``--resume``s started at once; a run left by a full disk; a store copied elsewhere once a job has ended,
+with a slot stored twice, then resumed there."""
 
 import contextlib
 import math
@@ -91,7 +91,10 @@ def test_a_killed_owners_run_is_taken_over_by_one_of_two_resumes_and_nothing_is_
     assert_only_records_beating_the_defaults_are_applied(store, run)
 
 
-def test_a_job_leaves_its_sqlite_store_whole_in_one_file_that_a_copy_resumes(tmp_path):
+def test_a_job_leaves_its_sqlite_store_whole_in_one_file_that_a_copy_resumes_even_with_a_slot_stored_twice(tmp_path):
+    """The store file alone, copied once a job ended, resumes elsewhere; and so does a run whose last slot was
+    stored a second time, as two processes tuning it at once would leave it (every stored trial counts against
+    the budget, and new slots follow the last one)."""
     import tunewise
     from tunewise.session import Budget
 
@@ -102,14 +105,22 @@ def test_a_job_leaves_its_sqlite_store_whole_in_one_file_that_a_copy_resumes(tmp
                           progress=False, store=f"sqlite:///{tmp_path}/tunewise.db", output=str(tmp_path / "out"))
     assert left_beside("tunewise.db") == []  # the write-ahead log is folded into the file
     shutil.copy(tmp_path / "tunewise.db", tmp_path / "copy.db")  # the file alone, as a user moves a store
-    resumed = tunewise.resume(tuned.run, store=f"sqlite:///{tmp_path}/copy.db", budget={"max_trials": 6},
+    with contextlib.closing(stores.create(f"sqlite:///{tmp_path}/copy.db")) as copy:
+        last = copy.get_checkpoints(tuned.run)[-1]
+        copy.add_trials(tuned.run, [t for t in copy.get_trials(tuned.run) if t.slot == last.slot], last)
+        stored = copy.get_trials(tuned.run)
+    assert len(stored) == 6
+    resumed = tunewise.resume(tuned.run, store=f"sqlite:///{tmp_path}/copy.db", budget={"max_trials": 8},
                               compare_torch=False, progress=False, output=str(tmp_path / "out2"))
-    assert resumed.trials == 6 and left_beside("copy.db") == []
+    assert resumed.trials == 8 and left_beside("copy.db") == []
     with contextlib.closing(stores.create(f"sqlite:///{tmp_path}/tunewise.db", read_only=True)) as original, \
             contextlib.closing(stores.create(f"sqlite:///{tmp_path}/copy.db", read_only=True)) as copy:
         before, after = original.get_trials(tuned.run), copy.get_trials(tuned.run)
-        assert len(before) == 4 and after[:4] == before and len(after) == 6
+        assert len(before) == 4 and after[:6] == stored and stored[:4] == before and len(after) == 8
+        slots = [c.slot for c in copy.get_checkpoints(tuned.run)]
+        assert slots == sorted(slots) and len(set(slots)) == len(slots) - 1  # new slots follow the last one
         assert copy.get_run(tuned.run).status == stores.FINISHED
+        assert original.get_run(tuned.run).status == stores.FINISHED and len(original.get_checkpoints(tuned.run)) == 2
 
 
 def assert_only_records_beating_the_defaults_are_applied(store, run) -> None:
@@ -132,28 +143,6 @@ def assert_only_records_beating_the_defaults_are_applied(store, run) -> None:
             assert latency < stored_task.default_latency
         else:  # the default schedule was kept: nothing the run measured beat it
             assert bests[stored_task.workload] >= stored_task.default_latency
-
-
-def test_a_run_with_a_slot_stored_twice_resumes(tmp_path, capsys, tune_process):
-    url = f"sqlite:///{tmp_path}/tunewise.db"
-    store = stores.create(url)
-    tune = tune_process("tiny-mlp", "--trials", TRIALS, "--trials-per-slot", PER_SLOT, "--seed", 0, "--store", url,
-                        "-o", tmp_path / "out")
-    tune.wait_for_trials(store, 2 * PER_SLOT)
-    tune.kill()
-    [run] = store.get_runs()
-    # what two processes tuning the run at once left: the last slot recorded a second time
-    last = store.get_checkpoints(run.id)[-1]
-    store.add_trials(run.id, [t for t in store.get_trials(run.id) if t.slot == last.slot], last)
-    stored = store.get_trials(run.id)
-
-    assert cli.main(["tune", "--no-references", "--resume", str(run.id), "--store", url]) == 0
-    assert f"resumed after {len(stored)} trials" in capsys.readouterr().err
-    after = store.get_trials(run.id)
-    assert after[:len(stored)] == stored and len(after) == TRIALS  # every stored trial counted against the budget
-    slots = [c.slot for c in store.get_checkpoints(run.id)]
-    assert slots == sorted(slots) and len(set(slots)) == len(slots) - 1  # new slots follow the last one
-    assert store.get_run(run.id).status == stores.FINISHED
 
 
 @pytest.fixture

@@ -200,12 +200,9 @@ def test_the_cli_stores_the_settings_defaults_and_a_budget_option_on_resume_repl
         energy_meter=energy.for_device("auto", gpu=False).name,
         measure=MeasureConfig(enable_cpu_cache_flush=True)).to_json()
 
-    assert cli.main(["tune", "--no-references", "--resume", "1", "--trials", "4", "--store", url]) == 0
-    assert store.get_run(1).settings["budget"] == {
-        "max_trials": 4, "time_budget": 3600.0, "per_task_trials": None, "patience": None, "count_failures": True}
-    assert len(store.get_trials(1)) == 4
-    # a limit alone
-    assert cli.main(["tune", "--no-references", "--resume", "1", "--patience", "50", "--store", url]) == 0
+    # the limits given replace the stored ones, the others are kept
+    assert cli.main(["tune", "--no-references", "--resume", "1", "--trials", "4", "--patience", "50",
+                     "--store", url]) == 0
     assert store.get_run(1).settings["budget"] == {
         "max_trials": 4, "time_budget": 3600.0, "per_task_trials": None, "patience": 50, "count_failures": True}
     assert len(store.get_trials(1)) == 4
