@@ -47,9 +47,8 @@ def cut_moments(checkpoints, every: float) -> list[tuple[float, int]]:
 
 def compile_cut(model, store, trials, slot: int):
     """``model`` (with the run's default latencies) compiled as a check after ``slot`` would have compiled it,
-    and its largest error against the reference outputs (:func:`tunewise.compile.verify`)."""
-    compiled = compiler.CompiledModel(compiler.build(model, cut_database(store, trials, slot)), model.target)
-    return compiled, compiler.verify(compiled, model.inputs, model.reference_outputs)
+    and its largest error against the reference outputs (:func:`tunewise.compile.compile_checked`)."""
+    return compiler.compile_checked(model, cut_database(store, trials, slot))
 
 
 def main() -> None:

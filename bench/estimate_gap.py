@@ -134,8 +134,7 @@ def main() -> None:
     def total(key: str) -> float:
         return sum(r["weight"] * r.get(key, r["default"]) for r in rows)
 
-    compiled = compiler.CompiledModel(compiler.build(model, database), target)
-    compiler.verify(compiled, model.inputs, model.reference_outputs)
+    compiled, _ = compiler.compile_checked(model, database)
     latency = compiled.time(*model.inputs, repeat=20).median
     calls, call_seconds = in_model(compiled, model.inputs, args.calls)
     for row in rows:

@@ -66,8 +66,7 @@ def main() -> None:
                 start = time.perf_counter()
                 model = tasks.extract(imported, target, level=level, measurer=measurer)
                 extract_seconds = time.perf_counter() - start
-                compiled = compiler.CompiledModel(compiler.build(model), target)
-                error = compiler.verify(compiled, model.inputs, model.reference_outputs)
+                compiled, error = compiler.compile_checked(model)
                 rows.append({
                     "model": name, "level": level, "tasks": len(model.tasks),
                     "calls": sum(t.weight for t in model.tasks),

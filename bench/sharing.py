@@ -74,9 +74,7 @@ def side_by_side(name: str, stores_by_run: dict) -> dict:
         store = stores.create(f"sqlite:///{path}")
         [run] = store.get_runs()
         tuned = model.with_default_latencies(t.default_latency for t in store.get_tasks(run.id))
-        compiled.append(compiler.CompiledModel(compiler.build(tuned, stores.StoreDatabase(store, target=tuned.target)),
-                                               tuned.target))
-        compiler.verify(compiled[-1], model.inputs, model.reference_outputs)
+        compiled.append(compiler.compile_checked(tuned, stores.StoreDatabase(store, target=tuned.target))[0])
     latencies, rounds = timing.time_models(compiled, model.inputs)
     timed = {}
     for (mode, seed), latency in zip(stores_by_run, latencies, strict=True):

@@ -70,8 +70,7 @@ class ModelCheck:
         from tunewise import timing
 
         try:
-            compiled = compiler.CompiledModel(compiler.build(model, database), model.target)
-            compiler.verify(compiled, model.inputs, model.reference_outputs)
+            compiled, _ = compiler.compile_checked(model, database)
             (latency,), _ = timing.time_models([compiled], model.inputs)
         except Exception as err:  # a build, run or verification failure of this model: the run goes on
             return math.inf, message_line(err)

@@ -180,6 +180,14 @@ def verify(compiled: CompiledModel, inputs, reference, *, rtol: float = 1e-3, at
     return worst
 
 
+def compile_checked(model, database=None) -> tuple[CompiledModel, float]:
+    """``model`` (an :class:`~tunewise.tasks.ExtractedModel`) compiled for its target, with ``database``'s
+    best records as :func:`build` applies them, and its outputs checked against the model's reference
+    outputs (:func:`verify`): the compiled model and its largest relative error."""
+    compiled = CompiledModel(build(model, database), model.target)
+    return compiled, verify(compiled, model.inputs, model.reference_outputs)
+
+
 def io_metadata(inputs, outputs, mod=None) -> dict:
     """Shapes and dtypes of inputs and outputs, for the artifact's metadata; with the compiled Relax module
     ``mod``, also the inputs' names and index ranges (:func:`tunewise.signature.describe_inputs`), which

@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tunewise import compile as compiler
 from tunewise import energy, stores, zoo
-from tunewise import target as targets
 from tunewise import timing as timings
 from tunewise.budget import Budget
 from tunewise.callbacks import Callback, CallbackList
 from tunewise.destinations import check_folder
 from tunewise.errors import InputError, StoreError
+from tunewise.finish import finish
 from tunewise.interrupts import Interrupted, raise_if_stopped
 from tunewise.lease import Lease
 from tunewise.logs import quiet
@@ -248,38 +246,22 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     model = loop.model  # with the default latencies the run measured or stored
 
     raise_if_stopped()
-    told.phase("compiling the untuned model")
-    untuned = compiler.CompiledModel(compiler.build(model), model.target)
-    told.phase("compiling with the tuned records and checking outputs")
-    compiled = compiler.CompiledModel(compiler.build(model, loop.database), model.target)
-    max_error = compiler.verify(compiled, model.inputs, model.reference_outputs)
-    told.phase("timing the untuned and tuned models" + (" and the references" if compare_torch else "")
-               + " in fresh processes")
-    untuned_latency, tuned_latency, rounds = timings.time_compiled(untuned, compiled, model.inputs)
-    timed = (timings.time_references_on(model.target, source, model.inputs, example_inputs=example_inputs,
-                                        seed=settings.seed)
-             if compare_torch else dict.fromkeys(timings.REFERENCES))
     failures = sum(t.failures for t in final.tasks)
-    compiled.metadata.update(
-        model=model.name, graph_level=settings.level, scheduler=type(loop.scheduler).__name__, run=run,
-        **compiler.io_metadata(model.inputs, model.reference_outputs, model.mod),
-        latency_s=tuned_latency, untuned_latency_s=untuned_latency,
-        **{f"{name}_latency_s": latency for name, latency in timed.items()}, timing=timings.describe(rounds),
-        trials=final.trials, failures=failures, tuning_seconds=final.elapsed, max_relative_error=max_error,
-        evaluator=settings.evaluator, cost_model=settings.cost_model, shared_trials=loop.shared,
-        latency_estimate_history=[list(point) for point in loop.history],
-        device=targets.cuda_description() if targets.is_gpu(model.target) else None,
-    )
-    compiled.save(output)
-    with open(os.path.join(output, compiler.METADATA)) as f:
-        store.add_artifact(run, output, json.load(f))
+    done = finish(model, loop.database, output, source=source, example_inputs=example_inputs, seed=settings.seed,
+                  compare_torch=compare_torch, on_phase=told.phase, metadata=dict(
+                      graph_level=settings.level, scheduler=type(loop.scheduler).__name__, run=run,
+                      trials=final.trials, failures=failures, tuning_seconds=final.elapsed,
+                      evaluator=settings.evaluator, cost_model=settings.cost_model, shared_trials=loop.shared,
+                      latency_estimate_history=[list(point) for point in loop.history]))
+    store.add_artifact(run, output, done.metadata)
     store.set_status(run, stores.FINISHED)
     phases["compile"] = time.perf_counter() - start - sum(phases.values())
+    timed = done.references
     return TuneResult(output, model.name, len(model.tasks), final.trials, failures, final.elapsed,
-                      loop.decision_seconds, untuned_latency, tuned_latency, final.estimated_latency(),
-                      max_error, timed["torch_eager"], loop.shared, tuple(loop.history), run, phases,
+                      loop.decision_seconds, done.untuned_latency, done.tuned_latency, final.estimated_latency(),
+                      done.max_error, timed["torch_eager"], loop.shared, tuple(loop.history), run, phases,
                       timed["onnxruntime"],
-                      timings.describe(rounds), loop.ledger.stopped_by, tuple(store.get_model_latencies(run)),
+                      done.timing, loop.ledger.stopped_by, tuple(store.get_model_latencies(run)),
                       None if loop.meter is None else loop.joules(),
                       loop.meter is not None and loop.meter.read().estimated,
                       sum(c.skipped for c in store.get_checkpoints(run)),

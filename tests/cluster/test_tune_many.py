@@ -44,7 +44,7 @@ def test_three_models_take_turns_on_two_nodes_into_one_postgresql_store_and_a_ki
 
     def on_round(index, plan, names, outcomes):
         plans.append(plan)
-        statuses.append({run.model: run.status for run in store.get_runs()})
+        statuses.append({run.id: run.status for run in store.get_runs()})
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {MEASURE: 1}})
     cluster.add_node(num_cpus=1, resources={MEASURE: 1})

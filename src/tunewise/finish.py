@@ -1,0 +1,60 @@
+"""The steps after tuning: compile the model untuned and with its run's best records, check the tuned model's
+outputs, time both (and, on request, the references) in fresh processes, and save the artifact."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tunewise import compile as compiler
+from tunewise import target as targets
+from tunewise import timing as timings
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What :func:`finish` made and measured (latencies in seconds): the artifact's folder and metadata, the
+    untuned and tuned latencies, the tuned outputs' largest relative error, the references by their names in
+    :data:`tunewise.timing.REFERENCES` (``None``: not timed) and how the latencies were timed."""
+
+    artifact: str
+    metadata: dict
+    untuned_latency: float
+    tuned_latency: float
+    max_error: float
+    references: dict
+    timing: str
+
+
+def finish(model, database, output: str, *, source=None, example_inputs=None, seed: int = 0,
+           compare_torch: bool = True, metadata: dict | None = None,
+           on_phase: Callable[[str], None] = lambda phase: None) -> Finished:
+    """Compile ``model`` (an :class:`~tunewise.tasks.ExtractedModel` with its run's default latencies) untuned
+    and with ``database``'s best records that beat them, check the tuned outputs against the reference, time
+    both in one fresh process, with ``compare_torch`` also the references of ``source`` (and
+    ``example_inputs``, for a module; ``seed``: a zoo model's weights), and save the tuned model to ``output``
+    with ``metadata`` beside what this measured. ``on_phase`` is told each step as it starts. Raises
+    :class:`~tunewise.errors.VerificationError` when the tuned outputs differ from the reference."""
+    on_phase("compiling the untuned model")
+    untuned = compiler.CompiledModel(compiler.build(model), model.target)
+    on_phase("compiling with the tuned records and checking outputs")
+    compiled, max_error = compiler.compile_checked(model, database)
+    on_phase("timing the untuned and tuned models" + (" and the references" if compare_torch else "")
+             + " in fresh processes")
+    untuned_latency, tuned_latency, rounds = timings.time_compiled(untuned, compiled, model.inputs)
+    timed = (timings.time_references_on(model.target, source, model.inputs, example_inputs=example_inputs, seed=seed)
+             if compare_torch else dict.fromkeys(timings.REFERENCES))
+    compiled.metadata.update(
+        model=model.name, **(metadata or {}),
+        **compiler.io_metadata(model.inputs, model.reference_outputs, model.mod),
+        latency_s=tuned_latency, untuned_latency_s=untuned_latency,
+        **{f"{name}_latency_s": latency for name, latency in timed.items()}, timing=timings.describe(rounds),
+        max_relative_error=max_error,
+        device=targets.cuda_description() if targets.is_gpu(model.target) else None,
+    )
+    compiled.save(output)
+    with open(os.path.join(output, compiler.METADATA)) as f:
+        saved = json.load(f)
+    return Finished(output, saved, untuned_latency, tuned_latency, max_error, timed, timings.describe(rounds))
