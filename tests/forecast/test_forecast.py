@@ -83,6 +83,8 @@ def test_queries_read_the_band():
     assert f.at(25.0) == (6e-3, 8e-3, 9e-3) and f.time_to(6e-3) == (20.0, 40.0, math.inf)
     assert f.probability_reached(6.5e-3) == pytest.approx(0.5) and f.probability_reached(1e-3) == 0.0
     assert f.goal_summary() == "goal 6 ms in ~30s (80 %: 10s-never)"
+    assert f.line() == f"{f.summary()}; goal 6 ms in ~30s (80 %: 10s-never)"
+    assert Forecast(**{**vars(f), "goal": None}).line() == f.summary()
     assert Forecast.from_json(f.to_json()) == f
 
 

@@ -68,8 +68,7 @@ def forecast_text(forecast) -> str:
     while the forecast is not calibrated (:attr:`~tunewise.forecast.Forecast.calibrated`)."""
     if forecast is None or not forecast.calibrated:
         return ""
-    goal = forecast.goal_summary(clock=_duration)
-    return f" | {forecast.summary()}" + (f"; {goal}" if goal else "")
+    return f" | {forecast.line(clock=_duration)}"
 
 
 def _duration(seconds: float) -> str:

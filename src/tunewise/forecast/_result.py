@@ -101,6 +101,12 @@ class Forecast:
 
         return f"goal {self.goal * 1e3:.4g} ms in ~{when(median)} (80 %: {when(early)}-{when(late)})"
 
+    def line(self, clock=None) -> str:
+        """:meth:`summary`, then ``"; "`` and :meth:`goal_summary` (``clock``) when the forecast has a goal: what
+        the live display and ``tunewise show`` print."""
+        goal = self.goal_summary(clock)
+        return self.summary() + (f"; {goal}" if goal else "")
+
     def to_json(self) -> dict:
         """The forecast as a JSON object (what the store keeps); :meth:`from_json` reads it back."""
         return {"slot": self.slot, "elapsed": self.elapsed, "times": list(self.times), "low": list(self.low),

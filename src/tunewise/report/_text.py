@@ -77,9 +77,7 @@ def run_table(summary: RunSummary) -> list[str]:
             f"{ms(m.latency)} ms at {m.elapsed:.0f}s" if math.isfinite(m.latency) else f"failed at {m.elapsed:.0f}s"
             for m in summary.measured))
     for f in summary.forecasts():
-        goal = f.goal_summary()
-        lines.append(f"forecast after {f.elapsed:.0f}s (slot {f.slot}), budget end at {f.budget_end:.0f}s: "
-                     f"{f.summary()}" + (f"; {goal}" if goal else ""))
+        lines.append(f"forecast after {f.elapsed:.0f}s (slot {f.slot}), budget end at {f.budget_end:.0f}s: {f.line()}")
     lines += [f"{'task':40s} {'weight':>6s} {'trials':>6s} {'failed':>6s} {'default ms':>10s} {'best ms':>9s} "
              f"{'latency %':>9s} {'time %':>7s}"]
     for t in summary.tasks:
