@@ -198,21 +198,29 @@ def _tunewise(*args, cwd=None, timeout=300):
 
 
 @pytest.mark.tvm
-def test_store_password_is_never_printed(password_postgres, tmp_path):
+def test_store_password_is_never_printed(password_postgres, tmp_path, capfd, monkeypatch):
     url, password = password_postgres
-    tuned = _tunewise("tune", "--no-references", "tiny-mlp", "--trials", "4", "--trials-per-slot", "2", "--store",
-                      url, "-o", str(tmp_path / "out"), cwd=tmp_path)
-    assert tuned.returncode == 0, tuned.stderr
-    assert "tuning as run 1 of postgresql+psycopg://tuner:***@127.0.0.1" in tuned.stderr
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "200")  # unwrapped lines
+    printed = []
+
+    def tunewise(*argv) -> tuple[int, str]:
+        code = cli.main(list(argv))
+        out, err = capfd.readouterr()  # what reaches the terminal, from Python or from native code
+        printed.append(out + err)
+        return code, err
+
+    code, err = tunewise("tune", "--no-references", "tiny-mlp", "--trials", "4", "--trials-per-slot", "2", "--store",
+                         url, "-o", str(tmp_path / "out"))
+    assert code == 0, err
+    assert "tuning as run 1 of postgresql+psycopg://tuner:***@127.0.0.1" in err
     wrong = url.replace(password, "Wr0ng-Pa55word")
-    bad_password, unknown_run = (_tunewise(*argv, cwd=tmp_path) for argv in (["runs", "--store", wrong],
-                                                                             ["show", "99", "--store", url]))
-    assert "password authentication failed" in bad_password.stderr and "no run 99" in unknown_run.stderr
-    for failed in (bad_password, unknown_run):
-        assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
-    for process in (tuned, bad_password, unknown_run):
-        assert password not in process.stdout + process.stderr
-        assert "Wr0ng-Pa55word" not in process.stdout + process.stderr
+    for argv, expected in ((["runs", "--store", wrong], "password authentication failed"),
+                           (["show", "99", "--store", url], "no run 99")):
+        code, err = tunewise(*argv)
+        assert code == 2 and expected in err and err.count("\n") == 1, err
+    for text in printed:
+        assert password not in text and "Wr0ng-Pa55word" not in text
 
 
 @pytest.fixture(scope="module")

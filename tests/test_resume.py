@@ -157,9 +157,9 @@ def small_filesystem(tmp_path):
 
 
 def test_a_full_disk_while_tuning_is_one_line_and_the_run_resumes(tmp_path, capsys, tune_process, small_filesystem):
-    url = f"sqlite:///{small_filesystem}/tunewise.db"
+    url, trials = f"sqlite:///{small_filesystem}/tunewise.db", 3 * PER_SLOT
     store = stores.create(url)
-    tune = tune_process("tiny-mlp", "--trials", TRIALS, "--trials-per-slot", PER_SLOT, "--store", url,
+    tune = tune_process("tiny-mlp", "--trials", trials, "--trials-per-slot", PER_SLOT, "--store", url,
                         "-o", tmp_path / "out")
     tune.wait_for_trials(store, PER_SLOT)
     with pytest.raises(OSError, match="No space left"), open(small_filesystem / "filler", "wb") as filler:
@@ -180,5 +180,5 @@ def test_a_full_disk_while_tuning_is_one_line_and_the_run_resumes(tmp_path, caps
     assert cli.main(["tune", "--no-references", "--resume", str(run.id), "--store", url]) == 0
     capsys.readouterr()
     after = store.get_trials(run.id)
-    assert after[:len(before)] == before and len(after) == TRIALS
+    assert after[:len(before)] == before and len(after) == trials
     assert store.get_run(run.id).status == stores.FINISHED
