@@ -1,5 +1,5 @@
-"""The worker processes that build and run candidates: fresh interpreters without PyTorch, a time limit per
-job, and a worker that died or ran past it replaced at the next job."""
+"""The worker processes that build and run candidates: fresh interpreters without PyTorch that ignore Ctrl-C, a
+time limit per job, and a worker that died or ran past it replaced at the next job."""
 
 import os
 import signal
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.tvm
 def _state() -> tuple:
     import tvm  # noqa: F401  (TVM's FFI imports PyTorch when it can)
 
-    return os.getpid(), sys.modules.get("torch", "never imported")
+    return os.getpid(), sys.modules.get("torch", "never imported"), signal.getsignal(signal.SIGINT)
 
 
 def _sleep(seconds: float) -> str:
@@ -32,11 +32,12 @@ def _fail() -> None:
     raise ValueError("the job's own error")
 
 
-def test_a_worker_imports_tvm_without_pytorch_and_outlives_its_jobs():
+def test_a_worker_imports_tvm_without_pytorch_ignores_ctrl_c_and_outlives_its_jobs():
     pool = WorkerPool(1)
     try:
-        pid, torch = pool.submit(_state).result()
+        pid, torch, on_sigint = pool.submit(_state).result()
         assert torch is None  # blocked, not imported
+        assert on_sigint == signal.SIG_IGN  # the tuning process decides when to stop
         assert pid != os.getpid()
         assert pool.submit(_state).result()[0] == pid  # the same process serves the next job
     finally:

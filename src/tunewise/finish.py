@@ -44,17 +44,18 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
     on_phase("timing the untuned and tuned models" + (" and the references" if compare_torch else "")
              + " in fresh processes")
     untuned_latency, tuned_latency, rounds = timings.time_compiled(untuned, compiled, model.inputs)
+    how = timings.describe(rounds)
     timed = (timings.time_references_on(model.target, source, model.inputs, example_inputs=example_inputs, seed=seed)
              if compare_torch else dict.fromkeys(timings.REFERENCES))
     compiled.metadata.update(
         model=model.name, **(metadata or {}),
         **compiler.io_metadata(model.inputs, model.reference_outputs, model.mod),
         latency_s=tuned_latency, untuned_latency_s=untuned_latency,
-        **{f"{name}_latency_s": latency for name, latency in timed.items()}, timing=timings.describe(rounds),
+        **{f"{name}_latency_s": latency for name, latency in timed.items()}, timing=how,
         max_relative_error=max_error,
         device=targets.cuda_description() if targets.is_gpu(model.target) else None,
     )
     compiled.save(output)
     with open(os.path.join(output, compiler.METADATA)) as f:
         saved = json.load(f)
-    return Finished(output, saved, untuned_latency, tuned_latency, max_error, timed, timings.describe(rounds))
+    return Finished(output, saved, untuned_latency, tuned_latency, max_error, timed, how)

@@ -84,11 +84,6 @@ class Measurement:
         return sum(self.run_secs) / len(self.run_secs) if self.run_secs else float("inf")
 
 
-def _worker_init() -> None:
-    interrupts.ignore_in_worker()  # first: importing TVM takes seconds, and a Ctrl-C then would kill the worker
-    import tvm  # noqa: F401  (the only import a CPU build needs)
-
-
 def _build(mod, target, scratch: str) -> tuple[str, float]:
     from tunewise import tvm_env
 
@@ -108,7 +103,7 @@ class BuilderPool:
 
         self.workers = workers or os.cpu_count() or 1
         self.scratch = scratch
-        self._pool = WorkerPool(self.workers, timeout=timeout, initializer=_worker_init)
+        self._pool = WorkerPool(self.workers, timeout=timeout)
         self._pool.start()
 
     def submit(self, mod, target) -> cf.Future:

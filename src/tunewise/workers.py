@@ -3,7 +3,9 @@
 TVM's FFI imports PyTorch whenever it is installed: 2 s of CPU and 200 MB in every process here, and nothing
 a worker does needs it. :class:`WorkerPool` runs jobs in TVM's popen workers (fresh interpreters, not forks of
 this one; a time limit per job, and a worker that runs past it or dies is replaced at its next job) whose
-processes run :mod:`tunewise._worker_entry`: TVM's worker loop in an interpreter that cannot import PyTorch.
+processes run :mod:`tunewise._worker_entry`: TVM's worker loop in an interpreter that cannot import PyTorch
+and ignores SIGINT (the tuning process decides when to stop, and a Ctrl-C to the process group leaves the
+jobs in flight intact).
 """
 
 from __future__ import annotations
@@ -38,17 +40,16 @@ class _Worker(PopenWorker):
 
 
 class WorkerPool:
-    """``workers`` worker processes, each job given ``timeout`` seconds (``None``: no limit). ``initializer``
-    runs in each process before its first job; ``stderr`` is the processes' standard error (``None``: this
-    process's). The processes start on the first jobs; :meth:`start` starts them all at once, in the background.
-    A job's future raises ``TimeoutError`` when it ran past the limit, ``ChildProcessError`` when its process
-    died, and the job's own exception (its message holding the worker's traceback) when it failed.
+    """``workers`` worker processes, each job given ``timeout`` seconds (``None``: no limit). ``stderr`` is the
+    processes' standard error (``None``: this process's). The processes start on the first jobs;
+    :meth:`start` starts them all at once, in the background. A job's future raises ``TimeoutError`` when it
+    ran past the limit, ``ChildProcessError`` when its process died, and the job's own exception (its message
+    holding the worker's traceback) when it failed.
     """
 
-    def __init__(self, workers: int, *, timeout: float | None = None, initializer: Callable | None = None,
-                 stderr=None):
+    def __init__(self, workers: int, *, timeout: float | None = None, stderr=None):
         self.workers = workers
-        self._timeout, self._initializer, self._stderr = timeout, initializer, stderr
+        self._timeout, self._stderr = timeout, stderr
         self._threads = cf.ThreadPoolExecutor(workers, thread_name_prefix="tunewise-worker")
         self._local = threading.local()
         self._started: list[_Worker] = []
@@ -57,7 +58,7 @@ class WorkerPool:
     def _call(self, fn: Callable, args: tuple):
         worker = getattr(self._local, "worker", None)
         if worker is None:
-            worker = self._local.worker = _Worker(self._initializer, stderr=self._stderr)
+            worker = self._local.worker = _Worker(stderr=self._stderr)
             with self._lock:
                 self._started.append(worker)
         worker.send(fn, args, {}, self._timeout)

@@ -18,15 +18,13 @@ class Local(CandidateRunner):
     def __init__(self, *, target, config):
         import subprocess
 
-        from tunewise import interrupts
         from tunewise.target import device_type
         from tunewise.workers import WorkerPool
 
         self.target, self.config = target, config
         self._device = device_type(target)
         self._evaluator_config = config.evaluator()
-        self._pool = WorkerPool(1, timeout=config.run_timeout, initializer=interrupts.ignore_in_worker,
-                                stderr=subprocess.DEVNULL)
+        self._pool = WorkerPool(1, timeout=config.run_timeout, stderr=subprocess.DEVNULL)
         self._pool.start()
 
     def run(self, artifact: str, args_info, evaluator):
