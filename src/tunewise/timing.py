@@ -21,6 +21,7 @@ after them. A reference that cannot be run is ``None``, and the ``tunewise.timin
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -364,3 +365,4 @@ def _main(spec_path: str) -> None:
 
 if __name__ == "__main__":
     _main(sys.argv[1])
+    gc.freeze()  # the exit's last collection over TVM's or PyTorch's objects takes a second and frees nothing
