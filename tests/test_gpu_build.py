@@ -24,10 +24,19 @@ def test_a_json_cuda_target_is_completed_and_keeps_what_it_gives(gpu_description
                             "max_shared_memory_per_block": 1, "thread_warp_size": 32}, None)["arch"] == "sm_80"
 
 
-def test_a_json_cpu_target_without_cores_gets_this_machines():
+def test_a_cpu_target_without_cores_gets_those_this_process_may_use():
     import os
 
-    assert int(target.resolve('{"kind": "llvm", "mcpu": "x86-64"}').attrs["num-cores"]) == os.cpu_count()
+    def cores(spec) -> int:
+        return int(target.resolve(spec).attrs["num-cores"])
+
+    mine = os.sched_getaffinity(0)
+    assert cores('{"kind": "llvm", "mcpu": "x86-64"}') == cores(None) == len(mine) == target.usable_cores()
+    try:
+        os.sched_setaffinity(0, {min(mine)})  # as `taskset -c 0` or a one-core node of a cluster starts it
+        assert cores('{"kind": "llvm", "mcpu": "x86-64"}') == cores(None) == target.usable_cores() == 1
+    finally:
+        os.sched_setaffinity(0, mine)
 
 
 @pytest.mark.skipif(target.cuda_description() is not None, reason="GPU 0 completes the target")

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from tunewise import candidate_runners, evaluators, interrupts, tvm_env
 from tunewise.errors import message_line
+from tunewise.target import usable_cores
 
 BUILD_ERROR, RUN_ERROR, TIMEOUT = "build", "run", "timeout"
 
@@ -101,7 +102,7 @@ class BuilderPool:
     def __init__(self, workers: int = 0, timeout: float = 30.0, scratch: str | None = None):
         from tunewise.workers import WorkerPool
 
-        self.workers = workers or os.cpu_count() or 1
+        self.workers = workers or usable_cores()
         self.scratch = scratch
         self._pool = WorkerPool(self.workers, timeout=timeout)
         self._pool.start()

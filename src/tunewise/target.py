@@ -6,9 +6,9 @@ attributes read from the device: :func:`cuda_description`, :func:`cuda_config`),
 TVM tag or kind name.
 
 A JSON object is taken as given, completed with what MetaSchedule cannot tune without: an llvm target
-without ``num-cores`` gets this machine's core count; a cuda target without its architecture, threads per
-block, shared memory per block or warp size gets them from GPU 0, and is refused (:class:`TargetError`,
-naming what is missing) on a machine without one.
+without ``num-cores`` gets the cores this process may use (:func:`usable_cores`); a cuda target without its
+architecture, threads per block, shared memory per block or warp size gets them from GPU 0, and is refused
+(:class:`TargetError`, naming what is missing) on a machine without one.
 """
 
 from __future__ import annotations
@@ -23,11 +23,19 @@ _GPU_KINDS = ("cuda", "rocm", "vulkan", "opencl", "metal")
 _X86_VECTOR_ISA = re.compile(r"^(avx|amx|sse|fma|f16c|bmi|sha|aes|vaes|gfni|pclmul|vpclmulqdq)")
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on: those of its affinity mask (``taskset``, a container's CPU set,
+    a cluster node's share of a machine), else the machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def host_cpu() -> dict:
-    """This machine's CPU as a TVM target dict."""
+    """This machine's CPU, as far as this process may use it (:func:`usable_cores`), as a TVM target dict."""
     import tvm
 
-    return {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": os.cpu_count() or 1}
+    return {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": usable_cores()}
 
 
 def cuda_description(index: int = 0) -> dict | None:
@@ -74,12 +82,12 @@ CUDA_NEEDS = ("arch", "max_threads_per_block", "max_shared_memory_per_block", "t
 
 def complete(config: dict, description: dict | None = None) -> dict:
     """``config`` (a target dict) with what MetaSchedule needs filled in where it is missing: an llvm
-    target's ``num-cores`` (this machine's), a cuda target's :data:`CUDA_NEEDS` from ``description`` (by
+    target's ``num-cores`` (:func:`usable_cores`), a cuda target's :data:`CUDA_NEEDS` from ``description`` (by
     default GPU 0's, :func:`cuda_description`). :class:`TargetError` when a cuda target lacks some and there
     is no GPU to read them from."""
     kind = config.get("kind")
     if kind == "llvm" and "num-cores" not in config:
-        return {**config, "num-cores": os.cpu_count() or 1}
+        return {**config, "num-cores": usable_cores()}
     if kind != "cuda" or all(key in config for key in CUDA_NEEDS):
         return config
     description = description or cuda_description()

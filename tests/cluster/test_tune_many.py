@@ -23,6 +23,23 @@ ray = pytest.importorskip("ray")
 SETTINGS = RunSettings(budget=Budget(max_trials=6), trials_per_slot=3, evaluator="fixed")
 
 
+def two_single_core_nodes(cluster_class):
+    """A Ray cluster of two nodes on this machine, each on one core of its own (the processes a node starts
+    inherit its CPU affinity), as two single-core machines would be: each node's workers tune and time with
+    one thread, and the nodes do not compete for a core."""
+    cores, mine = sorted(os.sched_getaffinity(0)), os.sched_getaffinity(0)
+    if len(cores) < 2:
+        pytest.skip("needs two cores")
+    try:
+        os.sched_setaffinity(0, cores[:1])
+        cluster = cluster_class(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {MEASURE: 1}})
+        os.sched_setaffinity(0, cores[1:2])
+        cluster.add_node(num_cpus=1, resources={MEASURE: 1})
+    finally:
+        os.sched_setaffinity(0, mine)
+    return cluster
+
+
 def test_three_models_take_turns_on_two_nodes_into_one_postgresql_store_and_a_killed_worker_loses_no_trial(
         tmp_path, postgres_url):
     """Two nodes of one measurement slot each, three models in short rounds: two tune at once, one waits
@@ -46,8 +63,7 @@ def test_three_models_take_turns_on_two_nodes_into_one_postgresql_store_and_a_ki
         plans.append(plan)
         statuses.append({run.id: run.status for run in store.get_runs()})
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {MEASURE: 1}})
-    cluster.add_node(num_cpus=1, resources={MEASURE: 1})
+    cluster = two_single_core_nodes(Cluster)
     try:
         with pytest.raises(InputError, match="SQLite"):
             tune_many(["tiny-mlp"], cluster=cluster.address, store=f"sqlite:///{tmp_path}/x.db", settings=SETTINGS)

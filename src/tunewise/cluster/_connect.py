@@ -11,11 +11,11 @@ measurement or with another round's builds. Nodes join a cluster with the resour
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 
 from tunewise.errors import InputError, message_line
+from tunewise.target import usable_cores
 
 MEASURE = "tunewise_measure"
 LOCAL = "local"
@@ -37,7 +37,7 @@ def connect(cluster: str) -> int:
     if not ray.is_initialized():
         try:
             if is_local(cluster):
-                ray.init(num_cpus=os.cpu_count() or 1, resources={MEASURE: 1}, include_dashboard=False,
+                ray.init(num_cpus=usable_cores(), resources={MEASURE: 1}, include_dashboard=False,
                          log_to_driver=False, configure_logging=False)
             else:
                 _check_reachable(cluster)
