@@ -1,5 +1,7 @@
 """Shared fixtures: real TVM on tiny models, built once per test session; real tuning processes."""
 
+import ast
+import functools
 import os
 import signal
 import subprocess
@@ -58,6 +60,34 @@ def pytest_collection_modifyitems(config, items):
     if not tvm.cuda(0).exist:
         for item in gpu_tests:
             item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU"))
+
+
+SHARED_RUNS = ("tuned_store", "cli_run")
+"""The session fixtures that tune: under ``--dist loadfile`` the files whose tests take one of them run on one
+pytest-xdist worker, which tunes each once (:func:`pytest_xdist_make_scheduler`)."""
+
+
+@functools.cache
+def _takes_a_shared_run(path: str) -> bool:
+    """Whether a function of the test file ``path`` takes a fixture of :data:`SHARED_RUNS` as an argument."""
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    return any(arg.arg in SHARED_RUNS for node in ast.walk(tree)
+               if isinstance(node, ast.FunctionDef) for arg in node.args.args)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the files that take a shared run (:data:`SHARED_RUNS`) as one unit of work."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesSharingRuns(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "tests sharing a tuned run" if _takes_a_shared_run(os.path.join(config.rootpath, path)) else path
+
+    return FilesSharingRuns(config, log)
 
 
 # a GPU as tunewise.target.cuda_description describes it (an H100 SXM's published figures)

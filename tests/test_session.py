@@ -173,9 +173,9 @@ def test_a_task_search_evolves_a_population_sized_to_one_slot_and_leaves_nothing
         assert task_search.context.search_strategy.genetic_num_iters == search.GENERATIONS
         assert task_search._queue == []
     wide = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=4), measurer, store,
-                           new_run(store, tiny_mlp), trials_per_slot=4, search_batch=32)
+                           new_run(store, tiny_mlp), trials_per_slot=4, search_batch=20)
     wide._searches[0].propose(4, wide.database, wide.cost_model, 100)
-    assert wide._searches[0].context.search_strategy.population_size == 32 * search.POPULATION_PER_CANDIDATE
+    assert wide._searches[0].context.search_strategy.population_size == 20 * search.POPULATION_PER_CANDIDATE
 
 
 class _Replay:

@@ -1,5 +1,6 @@
 """Latencies timed in fresh processes: the tuned and untuned models alternating, the references beside them."""
 
+import pytest
 import torch
 
 from tunewise import compile as compiler
@@ -19,6 +20,7 @@ def test_slow_models_get_fewer_rounds_within_the_time_limit():
     assert timing.describe(5).startswith("in fresh processes, median of 5 rounds")
 
 
+@pytest.mark.tvm
 def test_untuned_and_tuned_are_timed_in_one_fresh_process(tiny_mlp):
     import tvm
 
