@@ -47,9 +47,7 @@ def exported_engine(model: torch.nn.Module, x: torch.Tensor) -> AotEngine:
 
 def keep_all_engine(model: torch.nn.Module, x: torch.Tensor) -> AotEngine:
     """``aot(model, (x,))`` with every intermediate kept to the end of the call: none of its memory reused."""
-    module = StreamedModule(model, (x,))
-    module._dropped = {name: [] for name in module._dropped}
-    return AotEngine(module, (x,))
+    return AotEngine(StreamedModule(model, (x,), reuse_memory=False), (x,))
 
 
 def kernels_per_replay(run, x: torch.Tensor, replays: int) -> dict[str, dict]:

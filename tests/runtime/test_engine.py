@@ -102,6 +102,14 @@ def test_each_intermediate_is_dropped_once_after_its_last_reader(train):
         assert len(outputs) > 1 and not any(node.name in dict(dropped) for node in outputs)
 
 
+def test_without_memory_reuse_no_intermediate_is_dropped_and_the_outputs_are_the_same():
+    model, x = Cells().eval(), torch.randn(1, 3, 8, 8)
+    kept, reused = StreamedModule(model, (x,), reuse_memory=False), StreamedModule(model, (x,))
+    assert not any(kept._dropped.values()) and any(reused._dropped.values())
+    with torch.no_grad():
+        torch.testing.assert_close(kept(x), model(x))
+
+
 def test_merged_streams_match_eager_on_cpu():
     model, x = Cells().eval(), torch.randn(1, 3, 8, 8)
     streamed = StreamedModule(model, (x,), merge=True)

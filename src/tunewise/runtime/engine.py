@@ -58,7 +58,8 @@ class StreamedModule(nn.Module):
     training) are read through a copy taken at the start of a call, and written back on the calling stream
     after every stream has joined it. A call drops each intermediate once the last operator reading it is
     issued, so the allocator reuses its memory as the plain model's calls do: a batch-1 forward pass stays in
-    the GPU's cache. An operator of ``FIRST_RESULT_KERNELS`` whose other results nobody reads
+    the GPU's cache (``reuse_memory=False`` keeps every intermediate to the end of the call instead, to measure
+    what the reuse is worth). An operator of ``FIRST_RESULT_KERNELS`` whose other results nobody reads
     (an inference batch norm's) is launched as its replacement there.
 
     Device-generic: the streams and events are those of the device module of the example inputs (or of the
@@ -73,7 +74,7 @@ class StreamedModule(nn.Module):
     """
 
     def __init__(self, model: nn.Module, example_inputs: Sequence[torch.Tensor], *, merge: bool = False,
-                 program: torch.export.ExportedProgram | None = None):
+                 program: torch.export.ExportedProgram | None = None, reuse_memory: bool = True):
         super().__init__()
         self.model = model
         inputs = check_inputs(example_inputs)
@@ -91,7 +92,8 @@ class StreamedModule(nn.Module):
                          if all(item.args[1] == 0 for item in self._results[name]) else node.target
                          for name, node in self._nodes.items() if is_operator(node)}
         self._foreign = _foreign_inputs(program.graph, self.plan.stream_of())
-        self._dropped = _dropped_after(program.graph, self.plan.order)
+        self._dropped = (_dropped_after(program.graph, self.plan.order) if reuse_memory
+                         else {name: [] for name in self.plan.order})
         self._constants = dict(program.constants)
         placeholders = [node for node in program.graph.nodes if node.op == "placeholder"]
         self._placeholders = list(zip(placeholders, program.graph_signature.input_specs, strict=True))
