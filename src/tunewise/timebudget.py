@@ -17,6 +17,9 @@ from tunewise import timing
 # libraries took about 3 s; importing PyTorch and onnxruntime and exporting a zoo model to ONNX 3-5 s
 TIMING_PROCESS_SECONDS = 4.0
 REFERENCES_PROCESS_SECONDS = 6.0
+FIRST_SLOT_SECONDS = 15.0
+"""What a run's first searching slot is taken to need before any slot has ended: the evolutionary search's
+first batch took 10-25 s for small convolutions on a busy 2-core machine."""
 
 
 def timing_seconds(latency: float, rounds: int = timing.ROUNDS) -> float:
@@ -24,6 +27,27 @@ def timing_seconds(latency: float, rounds: int = timing.ROUNDS) -> float:
     ``rounds`` rounds of at least :data:`~tunewise.timing.ROUND_MS`, a round of shorter calls counted twice
     that long (TVM's evaluator overshoots it by up to 1.6x after a short first try)."""
     return latency + rounds * max(latency, 2 * timing.ROUND_MS / 1e3)
+
+
+def short_budget_note(budget: float, left: float, *, imported: float, extracted: float, kept: float) -> str | None:
+    """What to tell the user when a time budget of ``budget`` seconds leaves only ``left`` seconds to tune
+    (less than :data:`FIRST_SLOT_SECONDS`), after ``imported`` seconds of importing and ``extracted`` of
+    extracting, with ``kept`` seconds kept for the steps after tuning (:func:`compile_estimate`); ``None``
+    when the budget leaves enough.
+
+    >>> short_budget_note(600, 400, imported=7, extracted=21, kept=48) is None
+    True
+    >>> note = short_budget_note(90, 7.2, imported=7, extracted=21, kept=48)
+    >>> note.startswith("the 90 s time budget leaves 7 s to tune"), note.endswith("a budget of 3m or more tunes")
+    (True, True)
+    """
+    if left >= FIRST_SLOT_SECONDS:
+        return None
+    least = imported + extracted + kept + 4 * FIRST_SLOT_SECONDS  # a few slots
+    return (f"the {budget:.0f} s time budget leaves {max(left, 0.0):.0f} s to tune (importing took {imported:.0f} s "
+            f"and extracting {extracted:.0f} s, and compiling and timing the result needs about {kept:.0f} s): too "
+            f"little for a first slot, which takes {FIRST_SLOT_SECONDS:.0f} s or more, so little or nothing will be "
+            f"tuned; a budget of {math.ceil(least / 60)}m or more tunes")
 
 
 def compile_estimate(build_seconds: float, untuned_latency: float, tuned_latency: float, *,
@@ -53,9 +77,8 @@ class SlotPace:
     the fixed part is kept apart for ``searching`` slots and the others. The prediction is deliberately
     cautious: the largest fixed part of the last ``window`` slots of the same kind, plus the mean cost per
     trial over the last ``window`` slots. Before any searching slot has ended, one is taken to have a fixed part
-    of ``search_prior`` seconds (the evolutionary search's first batch took 10-25 s for small convolutions on
-    a busy 2-core machine); before any other slot has ended, the others are predicted as searching ones, or
-    not at all while no slot has ended.
+    of ``search_prior`` seconds (:data:`FIRST_SLOT_SECONDS`); before any other slot has ended, the others are
+    predicted as searching ones, or not at all while no slot has ended.
 
     >>> pace = SlotPace()
     >>> pace.record(searching=False, fixed=4.0, trials=16, measure_seconds=8.0)
@@ -66,7 +89,7 @@ class SlotPace:
     """
 
     window: int = 8
-    search_prior: float = 15.0
+    search_prior: float = FIRST_SLOT_SECONDS
     _fixed: dict[bool, list[float]] = field(default_factory=lambda: {True: [], False: []})
     _per_trial: list[float] = field(default_factory=list)
 

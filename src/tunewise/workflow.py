@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -21,12 +22,16 @@ from tunewise.budget import Budget
 from tunewise.callbacks import Callback, CallbackList
 from tunewise.destinations import check_folder
 from tunewise.errors import InputError, StoreError
-from tunewise.finish import finish
+from tunewise.finish import Finished, finish
 from tunewise.interrupts import Interrupted, raise_if_stopped
 from tunewise.lease import Lease
 from tunewise.logs import quiet
 from tunewise.prepare import prepare_run
+from tunewise.report import RunSummary, summarize
 from tunewise.settings import RunSettings
+from tunewise.timebudget import short_budget_note
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -237,6 +242,11 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
         told.phase(f"tuning as run {run} of {stores.display_url(store.url)}"
                    + (f", resumed after {len(loop.trials)} trials" if loop.trials else ""))
         left = None if end is None else loop.ledger.seconds_left()
+        note = None if left is None else short_budget_note(
+            budget.time_budget, left, imported=phases["import"], extracted=phases["extract"],
+            kept=end - time.perf_counter() - left)
+        if note is not None:
+            _log.warning("%s", note)
         told.tuning_started(model, budget if left is None or left <= 0 else dataclasses.replace(
             budget, time_budget=min(budget.time_budget, loop.elapsed + left)))
         tune_start = time.perf_counter()
@@ -246,27 +256,35 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     model = loop.model  # with the default latencies the run measured or stored
 
     raise_if_stopped()
-    failures = sum(t.failures for t in final.tasks)
     done = finish(model, loop.database, output, source=source, example_inputs=example_inputs, seed=settings.seed,
                   compare_torch=compare_torch, on_phase=told.phase, metadata=dict(
                       graph_level=settings.level, scheduler=type(loop.scheduler).__name__, run=run,
-                      trials=final.trials, failures=failures, tuning_seconds=final.elapsed,
-                      evaluator=settings.evaluator, cost_model=settings.cost_model, shared_trials=loop.shared,
+                      trials=final.trials, failures=sum(t.failures for t in final.tasks),
+                      tuning_seconds=final.elapsed, evaluator=settings.evaluator, cost_model=settings.cost_model,
+                      shared_trials=loop.shared,
                       latency_estimate_history=[list(point) for point in loop.history]))
     store.add_artifact(run, output, done.metadata)
     store.set_status(run, stores.FINISHED)
     phases["compile"] = time.perf_counter() - start - sum(phases.values())
+    return _result(summarize(store, run), done, name=model.name, phases=phases,
+                   decision_seconds=loop.decision_seconds, shared=loop.shared, stopped_by=loop.ledger.stopped_by,
+                   meter=loop.meter)
+
+
+def _result(summary: RunSummary, done: Finished, *, name: str, phases: dict[str, float], decision_seconds: float,
+            shared: int, stopped_by: str | None, meter) -> TuneResult:
+    """The :class:`TuneResult` of a finished run: what the run did as its store tells it (``summary``), what
+    the finishing step measured (``done``), and what the tuning process alone knows."""
     timed = done.references
-    return TuneResult(output, model.name, len(model.tasks), final.trials, failures, final.elapsed,
-                      loop.decision_seconds, done.untuned_latency, done.tuned_latency, final.estimated_latency(),
-                      done.max_error, timed["torch_eager"], loop.shared, tuple(loop.history), run, phases,
-                      timed["onnxruntime"],
-                      done.timing, loop.ledger.stopped_by, tuple(store.get_model_latencies(run)),
-                      None if loop.meter is None else loop.joules(),
-                      loop.meter is not None and loop.meter.read().estimated,
-                      sum(c.skipped for c in store.get_checkpoints(run)),
+    return TuneResult(done.artifact, name, len(summary.tasks), summary.trials, summary.failures, summary.elapsed,
+                      decision_seconds, done.untuned_latency, done.tuned_latency, summary.estimate,
+                      done.max_error, timed["torch_eager"], shared, summary.curve, summary.run.id, phases,
+                      timed["onnxruntime"], done.timing, stopped_by, summary.measured,
+                      summary.joules if meter is not None else None,
+                      meter is not None and meter.read().estimated,
+                      sum(c.skipped for c in summary.checkpoints),
                       cuda_graph_latency=timed["cuda_graph"], aot_latency=timed["aot"],
-                      joules_parts=_energy_parts(loop.meter))
+                      joules_parts=_energy_parts(meter))
 
 
 def _energy_parts(meter) -> dict[str, float]:
