@@ -32,24 +32,40 @@ def test_a_slot_runs_whole_when_nothing_is_known_and_time_is_left():
     assert SlotPace().trials_that_fit(0.0, 16, searching=False) == 0
 
 
-def test_a_budget_that_leaves_less_than_a_first_slot_is_named_with_its_parts():
-    assert short_budget_note(600, FIRST_SLOT_SECONDS, imported=7, extracted=21, kept=48) is None
-    note = short_budget_note(90, 7.4, imported=7, extracted=21, kept=48)
-    assert note == ("the 90 s time budget leaves 7 s to tune (importing took 7 s and extracting 21 s, and compiling "
-                    "and timing the result needs about 48 s): too little for a first slot, which takes 15 s or more, "
-                    "so little or nothing will be tuned; a budget of 3m or more tunes")  # 7 + 21 + 48 + 4 slots
-    assert "leaves 0 s to tune" in short_budget_note(60, -20, imported=7, extracted=21, kept=48)
+def test_a_budget_that_left_no_time_to_tune_is_named_with_its_parts():
+    assert short_budget_note(90, 7.4, imported=7, extracted=21, kept=48, measured=2) is None  # it tuned
+    assert short_budget_note(90, FIRST_SLOT_SECONDS, imported=7, extracted=21, kept=48, measured=0) is None
+    note = short_budget_note(90, 7.4, imported=7, extracted=21, kept=48, measured=0)
+    assert note == ("the 90 s time budget left 7 s to tune (importing took 7 s and extracting 21 s, and compiling "
+                    "and timing the result needs about 48 s): too little for a first slot, so nothing was tuned; "
+                    "a budget of 3m or more tunes")  # 7 + 21 + 48 and four first slots
+    assert "left 0 s to tune" in short_budget_note(60, -20, imported=7, extracted=21, kept=48, measured=0)
 
 
 @pytest.mark.tvm
-def test_tune_says_up_front_when_its_budget_leaves_no_time_to_tune(tmp_path, capfd):
+def test_tune_says_when_its_budget_left_no_time_to_tune(tmp_path):
+    import logging
+
     import tunewise
     from tunewise.session import Budget
 
-    result = tunewise.tune("tiny-mlp", budget=Budget(time_budget=6.0), compare_torch=False, progress=False,
-                           store=f"sqlite:///{tmp_path}/tunewise.db", output=str(tmp_path / "out"))
-    [note] = [line for line in capfd.readouterr().err.splitlines() if "time budget" in line]
-    assert note.startswith("the 6 s time budget leaves 0 s to tune (importing took ") and "a budget of" in note
+    class Notes(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.WARNING)
+            self.lines = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+    notes, logger = Notes(), logging.getLogger("tunewise.workflow")
+    logger.addHandler(notes)
+    try:
+        result = tunewise.tune("tiny-mlp", budget=Budget(time_budget=6.0), compare_torch=False, progress=False,
+                               store=f"sqlite:///{tmp_path}/tunewise.db", output=str(tmp_path / "out"))
+    finally:
+        logger.removeHandler(notes)
+    [note] = notes.lines
+    assert note.startswith("the 6 s time budget left 0 s to tune (importing took ") and "nothing was tuned" in note
     assert result.trials == 0 and result.tuned_latency > 0  # the model is still compiled, untuned
 
 
@@ -133,7 +149,7 @@ def test_a_time_budget_covers_the_whole_tune_command(tmp_path):
                            "--store", url, "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
     wall = time.time() - start
     assert proc.returncode == 0, proc.stderr
-    assert "time budget leaves" not in proc.stderr  # enough to tune
+    assert "time budget left" not in proc.stderr  # time to tune
     assert wall < budget + 10  # the interpreter's start and a misjudged compile time
     split = dict(re.findall(r"(import|extract|tune|compile) (\d+)s", proc.stdout.split("wall time")[1]))
     assert list(split) == ["import", "extract", "tune", "compile"]

@@ -29,25 +29,25 @@ def timing_seconds(latency: float, rounds: int = timing.ROUNDS) -> float:
     return latency + rounds * max(latency, 2 * timing.ROUND_MS / 1e3)
 
 
-def short_budget_note(budget: float, left: float, *, imported: float, extracted: float, kept: float) -> str | None:
-    """What to tell the user when a time budget of ``budget`` seconds leaves only ``left`` seconds to tune
-    (less than :data:`FIRST_SLOT_SECONDS`), after ``imported`` seconds of importing and ``extracted`` of
-    extracting, with ``kept`` seconds kept for the steps after tuning (:func:`compile_estimate`); ``None``
-    when the budget leaves enough.
+def short_budget_note(budget: float, left: float, *, imported: float, extracted: float, kept: float,
+                      measured: int) -> str | None:
+    """What to tell the user when a time budget of ``budget`` seconds left ``left`` seconds to tune, after
+    ``imported`` seconds of importing and ``extracted`` of extracting and with ``kept`` seconds kept for the
+    steps after tuning (:func:`compile_estimate`), and ``measured`` trials were measured in that time; ``None``
+    unless it measured nothing because it left less than :data:`FIRST_SLOT_SECONDS`.
 
-    >>> short_budget_note(600, 400, imported=7, extracted=21, kept=48) is None
+    >>> short_budget_note(90, 7.2, imported=7, extracted=21, kept=48, measured=3) is None
     True
-    >>> note = short_budget_note(90, 7.2, imported=7, extracted=21, kept=48)
-    >>> note.startswith("the 90 s time budget leaves 7 s to tune"), note.endswith("a budget of 3m or more tunes")
+    >>> note = short_budget_note(90, 7.2, imported=7, extracted=21, kept=48, measured=0)
+    >>> note.startswith("the 90 s time budget left 7 s to tune"), note.endswith("a budget of 3m or more tunes")
     (True, True)
     """
-    if left >= FIRST_SLOT_SECONDS:
+    if measured or left >= FIRST_SLOT_SECONDS:
         return None
     least = imported + extracted + kept + 4 * FIRST_SLOT_SECONDS  # a few slots
-    return (f"the {budget:.0f} s time budget leaves {max(left, 0.0):.0f} s to tune (importing took {imported:.0f} s "
+    return (f"the {budget:.0f} s time budget left {max(left, 0.0):.0f} s to tune (importing took {imported:.0f} s "
             f"and extracting {extracted:.0f} s, and compiling and timing the result needs about {kept:.0f} s): too "
-            f"little for a first slot, which takes {FIRST_SLOT_SECONDS:.0f} s or more, so little or nothing will be "
-            f"tuned; a budget of {math.ceil(least / 60)}m or more tunes")
+            f"little for a first slot, so nothing was tuned; a budget of {math.ceil(least / 60)}m or more tunes")
 
 
 def compile_estimate(build_seconds: float, untuned_latency: float, tuned_latency: float, *,

@@ -242,17 +242,18 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
         told.phase(f"tuning as run {run} of {stores.display_url(store.url)}"
                    + (f", resumed after {len(loop.trials)} trials" if loop.trials else ""))
         left = None if end is None else loop.ledger.seconds_left()
-        note = None if left is None else short_budget_note(
-            budget.time_budget, left, imported=phases["import"], extracted=phases["extract"],
-            kept=end - time.perf_counter() - left)
-        if note is not None:
-            _log.warning("%s", note)
+        kept, before = None if end is None else end - time.perf_counter() - left, loop.ledger.trials
         told.tuning_started(model, budget if left is None or left <= 0 else dataclasses.replace(
             budget, time_budget=min(budget.time_budget, loop.elapsed + left)))
         tune_start = time.perf_counter()
         final = loop.run()
         phases["tune"] = time.perf_counter() - tune_start
         told.tuning_finished()
+    note = None if left is None else short_budget_note(budget.time_budget, left, imported=phases["import"],
+                                                       extracted=phases["extract"], kept=kept,
+                                                       measured=final.trials - before)
+    if note is not None:
+        _log.warning("%s", note)
     model = loop.model  # with the default latencies the run measured or stored
 
     raise_if_stopped()
