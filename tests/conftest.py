@@ -246,13 +246,14 @@ def tuned_store(tiny_mlp, measurer, tmp_path_factory):
 
 
 class TuneProcess:
-    """A real ``tunewise tune --no-references ARGS`` process in a process group of its own (as a shell starts a
-    command), its output going to a file."""
+    """A real ``tunewise tune --no-references --timing-rounds 3 ARGS`` process in a process group of its own (as a
+    shell starts a command), its output going to a file."""
 
     def __init__(self, folder, args):
         self._log_path = folder / f"tune-{len(list(folder.glob('tune-*.log')))}.log"
         with open(self._log_path, "w") as log:
-            self.process = subprocess.Popen([sys.executable, "-m", "tunewise.cli", "tune", "--no-references", *args],
+            self.process = subprocess.Popen([sys.executable, "-m", "tunewise.cli", "tune", "--no-references",
+                                             "--timing-rounds", "3", *args],
                                             cwd=folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.pid = self.process.pid
 

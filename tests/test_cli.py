@@ -26,6 +26,7 @@ def _one_line_error(capsys, argv):
     (["tune", "tiny-mlp", "--trials", "0"], "--trials"),
     (["tune", "tiny-mlp", "--trials", "many"], "--trials"),
     (["tune", "tiny-mlp", "--time-budget", "soon"], "time budget"),
+    (["tune", "tiny-mlp", "--timing-rounds", "0"], "bad --timing-rounds '0': expected a whole number of at least 1"),
     (["tune", "tiny-mlp", "--scheduler", "fastest"], "fastest"),
     (["tune", "tiny-mlp", "--target", "llvm -mcpu=znver3"], "option strings"),
     (["tune", "tiny-mlp", "--target", "{broken"], "not valid JSON"),
@@ -210,7 +211,8 @@ def test_store_password_is_never_printed(password_postgres, tmp_path, capfd, mon
         printed.append(out + err)
         return code, err
 
-    code, err = tunewise("tune", "--no-references", "tiny-mlp", "--trials", "4", "--trials-per-slot", "2", "--store",
+    code, err = tunewise("tune", "--no-references", "--timing-rounds", "3",
+                         "tiny-mlp", "--trials", "4", "--trials-per-slot", "2", "--store",
                          url, "-o", str(tmp_path / "out"))
     assert code == 0, err
     assert "tuning as run 1 of postgresql+psycopg://tuner:***@127.0.0.1" in err
@@ -305,7 +307,8 @@ def test_resume_writes_the_artifact_to_a_new_output(capsys, tmp_path, cli_run):
     assert "cannot write the artifact folder" in _one_line_error(capsys, ["tune", "--resume", "1", "-o", "/proc/x",
                                                                           "--store", url])
     out = str(tmp_path / "again")
-    assert cli.main(["tune", "--no-references", "--resume", "1", "-o", out, "--store", url]) == 0
+    assert cli.main(["tune", "--no-references", "--timing-rounds", "3",
+                     "--resume", "1", "-o", out, "--store", url]) == 0
     summary = capsys.readouterr().out
     assert f"\nartifact         {out}\n" in summary
     assert "tuned TVM" in summary and "PyTorch eager" not in summary and "onnxruntime" not in summary

@@ -43,7 +43,7 @@ def test_a_signal_stops_tuning_cleanly_and_the_run_resumes(tmp_path, capsys, tun
     assert not any(t.error for t in before)  # no candidate failed for a worker stopped by the signal
     if (signum, times) != (signal.SIGINT, 1):
         return
-    assert cli.main(["tune", "--no-references", "--resume", str(run.id), "--store", url]) == 0
+    assert cli.main(["tune", "--no-references", "--timing-rounds", "3", "--resume", str(run.id), "--store", url]) == 0
     assert f"resumed after {len(before)} trials" in capsys.readouterr().err
     after = store.get_trials(run.id)
     assert after[:len(before)] == before and len(after) == TRIALS

@@ -76,7 +76,8 @@ def test_what_the_onnx_importer_prints_goes_to_the_log(capfd, log_dir, causal_on
 @pytest.mark.filterwarnings("default::FutureWarning")
 def test_tune_and_run_keep_third_party_output_in_the_log(capfd, log_dir, tmp_path):
     out, url = str(tmp_path / "artifact"), f"sqlite:///{tmp_path}/tunewise.db"
-    assert cli.main(["tune", "--no-references", "tiny-mlp", "--trials", "4", "--trials-per-slot", "4", "-o", out,
+    assert cli.main(["tune", "--no-references", "--timing-rounds", "3",
+                     "tiny-mlp", "--trials", "4", "--trials-per-slot", "4", "-o", out,
                      "--store", url]) == 0
     captured = capfd.readouterr()
     assert "match the reference" in captured.out

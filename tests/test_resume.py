@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from tunewise import cli, stores
+from tunewise import cli, stores, timing
 from tunewise.schedulers import Random
 from tunewise.state import Snapshot, TaskView
 
@@ -102,7 +102,9 @@ def test_a_job_leaves_its_sqlite_store_whole_in_one_file_that_a_copy_resumes_eve
         return [f for f in (f"{name}-wal", f"{name}-shm") if os.path.exists(tmp_path / f)]
 
     tuned = tunewise.tune("tiny-mlp", budget=Budget(max_trials=4), trials_per_slot=2, compare_torch=False,
-                          progress=False, store=f"sqlite:///{tmp_path}/tunewise.db", output=str(tmp_path / "out"))
+                          timing_rounds=3, progress=False, store=f"sqlite:///{tmp_path}/tunewise.db",
+                          output=str(tmp_path / "out"))
+    assert tuned.timing == timing.describe(3)  # the quicker finish asked for
     assert left_beside("tunewise.db") == []  # the write-ahead log is folded into the file
     shutil.copy(tmp_path / "tunewise.db", tmp_path / "copy.db")  # the file alone, as a user moves a store
     with contextlib.closing(stores.create(f"sqlite:///{tmp_path}/copy.db")) as copy:
@@ -111,7 +113,7 @@ def test_a_job_leaves_its_sqlite_store_whole_in_one_file_that_a_copy_resumes_eve
         stored = copy.get_trials(tuned.run)
     assert len(stored) == 6
     resumed = tunewise.resume(tuned.run, store=f"sqlite:///{tmp_path}/copy.db", budget={"max_trials": 8},
-                              compare_torch=False, progress=False, output=str(tmp_path / "out2"))
+                              compare_torch=False, timing_rounds=3, progress=False, output=str(tmp_path / "out2"))
     assert resumed.trials == 8 and left_beside("copy.db") == []
     with contextlib.closing(stores.create(f"sqlite:///{tmp_path}/tunewise.db", read_only=True)) as original, \
             contextlib.closing(stores.create(f"sqlite:///{tmp_path}/copy.db", read_only=True)) as copy:
@@ -177,7 +179,7 @@ def test_a_full_disk_while_tuning_is_one_line_and_the_run_resumes(tmp_path, caps
     assert len(before) >= PER_SLOT and store.get_run(run.id).state() == stores.DEAD
 
     os.remove(small_filesystem / "filler")
-    assert cli.main(["tune", "--no-references", "--resume", str(run.id), "--store", url]) == 0
+    assert cli.main(["tune", "--no-references", "--timing-rounds", "3", "--resume", str(run.id), "--store", url]) == 0
     capsys.readouterr()
     after = store.get_trials(run.id)
     assert after[:len(before)] == before and len(after) == trials

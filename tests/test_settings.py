@@ -191,7 +191,8 @@ def test_a_bad_sharing_mode_is_one_line_and_exit_2(capsys, options, expected):
 def test_the_cli_stores_the_settings_defaults_and_a_budget_option_on_resume_replaces_that_limit_only(tmp_path,
                                                                                                      capsys):
     url, out = f"sqlite:///{tmp_path}/tunewise.db", str(tmp_path / "out")
-    assert cli.main(["tune", "--no-references", "tiny-mlp", "--time-budget", "1h", "--trials", "2",
+    assert cli.main(["tune", "--no-references", "--timing-rounds", "3",
+                     "tiny-mlp", "--time-budget", "1h", "--trials", "2",
                      "--trials-per-slot", "2", "--cache-flush", "-o", out, "--store", url]) == 0
     store = stores.create(url)
     # the meter "auto" chose here is stored, so that a resumed run meters as the run began
@@ -201,7 +202,8 @@ def test_the_cli_stores_the_settings_defaults_and_a_budget_option_on_resume_repl
         measure=MeasureConfig(enable_cpu_cache_flush=True)).to_json()
 
     # the limits given replace the stored ones, the others are kept
-    assert cli.main(["tune", "--no-references", "--resume", "1", "--trials", "4", "--patience", "50",
+    assert cli.main(["tune", "--no-references", "--timing-rounds", "3",
+                     "--resume", "1", "--trials", "4", "--patience", "50",
                      "--store", url]) == 0
     assert store.get_run(1).settings["budget"] == {
         "max_trials": 4, "time_budget": 3600.0, "per_task_trials": None, "patience": 50, "count_failures": True}
@@ -216,7 +218,7 @@ def test_resuming_an_old_form_run_stores_it_in_full_and_tunes_it_as_it_was(tmp_p
     from tunewise import target
 
     run = store.create_run("tiny-mlp", str(target.resolve(None)), "gradient", old_form(out))
-    assert cli.main(["tune", "--no-references", "--resume", str(run), "--store", url]) == 0
+    assert cli.main(["tune", "--no-references", "--timing-rounds", "3", "--resume", str(run), "--store", url]) == 0
     stored = store.get_run(run).settings
     assert stored == RunSettings.from_json(old_form(out)).to_json() and stored["share"] == "off"
     with open(f"{out}/metadata.json") as f:

@@ -60,8 +60,8 @@ def test_tune_says_when_its_budget_left_no_time_to_tune(tmp_path):
     notes, logger = Notes(), logging.getLogger("tunewise.workflow")
     logger.addHandler(notes)
     try:
-        result = tunewise.tune("tiny-mlp", budget=Budget(time_budget=6.0), compare_torch=False, progress=False,
-                               store=f"sqlite:///{tmp_path}/tunewise.db", output=str(tmp_path / "out"))
+        result = tunewise.tune("tiny-mlp", budget=Budget(time_budget=6.0), compare_torch=False, timing_rounds=3,
+                               progress=False, store=f"sqlite:///{tmp_path}/tunewise.db", output=str(tmp_path / "out"))
     finally:
         logger.removeHandler(notes)
     [note] = notes.lines

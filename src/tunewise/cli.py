@@ -67,6 +67,12 @@ def _whole(name: str, value: str | None, minimum: int = 1) -> int | None:
     return number
 
 
+def _timing_rounds(args: argparse.Namespace) -> int:
+    from tunewise import timing
+
+    return timing.ROUNDS if args.timing_rounds is None else _whole("--timing-rounds", args.timing_rounds)
+
+
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -133,6 +139,9 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--no-references", action="store_true",
                       help="do not time PyTorch eager and onnxruntime beside the tuned model at the end (they are "
                            "by default, each in a fresh process)")
+    tune.add_argument("--timing-rounds", metavar="N",
+                      help="rounds the untuned and tuned models are timed in at the end (default 10; fewer finish "
+                           "sooner, with rougher latencies)")
     tune.add_argument("--goal", help="stop once the measured model latency reaches this: 12ms, or a multiple of a "
                       "reference timed at the start: 0.9x-ort (onnxruntime), 0.8x-eager (PyTorch eager)")
     tune.add_argument("--give-up", metavar="P",
@@ -292,12 +301,13 @@ def _cmd_tune(args) -> int:
             raise InputError(f"--resume continues a run with its own settings; drop {dropped}")
         result = workflow.resume(_whole("RUN", args.resume, minimum=1), store=args.store, budget=_limits(args),
                                  source=args.model, progress=True, output=args.output,
-                                 compare_torch=not args.no_references)
+                                 compare_torch=not args.no_references, timing_rounds=_timing_rounds(args))
     elif args.model is None:
         raise InputError("name a model to tune, or --resume RUN (see tunewise tune --help)")
     else:
         result = workflow.tune(args.model, RunSettings(**_tune_options(args)), target=args.target, store=args.store,
-                               progress=True, compare_torch=not args.no_references)
+                               progress=True, compare_torch=not args.no_references,
+                               timing_rounds=_timing_rounds(args))
     print(f"model            {result.model} ({result.tasks} tasks), run {result.run}")
     shared = f", {result.shared} shared between tasks" if result.shared else ""
     skipped = f"; {result.skipped} proposals skipped by the filter" if result.skipped else ""

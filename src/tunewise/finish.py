@@ -29,13 +29,13 @@ class Finished:
 
 
 def finish(model, database, output: str, *, source=None, example_inputs=None, seed: int = 0,
-           compare_torch: bool = True, metadata: dict | None = None,
+           compare_torch: bool = True, timing_rounds: int = timings.ROUNDS, metadata: dict | None = None,
            on_phase: Callable[[str], None] = lambda phase: None) -> Finished:
     """Compile ``model`` (an :class:`~tunewise.tasks.ExtractedModel` with its run's default latencies) untuned
     and with ``database``'s best records that beat them, check the tuned outputs against the reference, time
-    both in one fresh process, with ``compare_torch`` also the references of ``source`` (and
-    ``example_inputs``, for a module; ``seed``: a zoo model's weights), and save the tuned model to ``output``
-    with ``metadata`` beside what this measured. ``on_phase`` is told each step as it starts. Raises
+    both in one fresh process (``timing_rounds`` rounds at most), with ``compare_torch`` also the references of
+    ``source`` (and ``example_inputs``, for a module; ``seed``: a zoo model's weights), and save the tuned model
+    to ``output`` with ``metadata`` beside what this measured. ``on_phase`` is told each step as it starts. Raises
     :class:`~tunewise.errors.VerificationError` when the tuned outputs differ from the reference."""
     on_phase("compiling the untuned model")
     untuned = compiler.CompiledModel(compiler.build(model), model.target)
@@ -43,7 +43,7 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
     compiled, max_error = compiler.compile_checked(model, database)
     on_phase("timing the untuned and tuned models" + (" and the references" if compare_torch else "")
              + " in fresh processes")
-    untuned_latency, tuned_latency, rounds = timings.time_compiled(untuned, compiled, model.inputs)
+    untuned_latency, tuned_latency, rounds = timings.time_compiled(untuned, compiled, model.inputs, timing_rounds)
     how = timings.describe(rounds)
     timed = (timings.time_references_on(model.target, source, model.inputs, example_inputs=example_inputs, seed=seed)
              if compare_torch else dict.fromkeys(timings.REFERENCES))

@@ -5,10 +5,10 @@ runtime threads and measuring workers compete for the cores. So the untuned and 
 and timed together in one fresh process, in alternating rounds (untuned, tuned, untuned, ...) with the same
 settings, and the references (PyTorch eager, onnxruntime) in another fresh process that never imports TVM.
 Every latency is the median over :data:`ROUNDS` rounds of the mean call time in a round of at least
-:data:`ROUND_MS` milliseconds, after a warm-up call; the compiled models get fewer rounds (at least
-:data:`MIN_ROUNDS`) when one call of the slower one takes so long that the rounds would last over
-:data:`MAX_SECONDS` (an untuned model may take seconds a call). :func:`describe` says how, in the summary and
-the metadata.
+:data:`ROUND_MS` milliseconds, after a warm-up call. The compiled models get fewer rounds when asked (a quicker,
+rougher finish), or (at least :data:`MIN_ROUNDS`) when one call of the slower one takes so long that the
+rounds would last over :data:`MAX_SECONDS` (an untuned model may take seconds a call). :func:`describe` says
+how, in the summary and the metadata.
 
 The references are what is cheap to run without the user's code: a zoo model is rebuilt in eager mode and
 exported to ONNX in the fresh process; a ``.pt2`` file's program runs eagerly (``ExportedProgram.module()``)
@@ -88,10 +88,10 @@ def _run_worker(spec: dict, directory: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def time_models(models, inputs) -> tuple[list[float], int]:
+def time_models(models, inputs, rounds: int = ROUNDS) -> tuple[list[float], int]:
     """Median latencies (seconds) of :class:`~tunewise.compile.CompiledModel` objects (one target) on
-    ``inputs``, timed in turn, round after round, in one fresh process, and the number of rounds
-    (:func:`rounds_for`)."""
+    ``inputs``, timed in turn, round after round, in one fresh process, and the number of rounds: ``rounds``,
+    fewer where :func:`rounds_for` says so."""
     with tempfile.TemporaryDirectory(prefix="tunewise-timing-") as directory:
         libraries = []
         for i, model in enumerate(models):
@@ -99,15 +99,16 @@ def time_models(models, inputs) -> tuple[list[float], int]:
             model.executable.export_library(libraries[-1])
         np.savez(os.path.join(directory, "inputs.npz"), *inputs)
         result = _run_worker({"kind": "tvm", "libraries": libraries, "target": str(models[0].target),
-                              "inputs": os.path.join(directory, "inputs.npz")}, directory)
+                              "inputs": os.path.join(directory, "inputs.npz"), "rounds": rounds}, directory)
     return result["latencies"], result["rounds"]
 
 
-def time_compiled(untuned, tuned, inputs) -> tuple[float, float, int]:
+def time_compiled(untuned, tuned, inputs, rounds: int = ROUNDS) -> tuple[float, float, int]:
     """Median latencies (seconds) of two :class:`~tunewise.compile.CompiledModel` on ``inputs``, timed in
-    alternating rounds in one fresh process (:func:`time_models`), and the number of rounds."""
-    (untuned_latency, tuned_latency), rounds = time_models([untuned, tuned], inputs)
-    return untuned_latency, tuned_latency, rounds
+    alternating rounds (``rounds`` at most) in one fresh process (:func:`time_models`), and the number of
+    rounds."""
+    (untuned_latency, tuned_latency), timed = time_models([untuned, tuned], inputs, rounds)
+    return untuned_latency, tuned_latency, timed
 
 
 def _reference_spec(source, example_inputs, seed: int, directory: str) -> dict | None:
@@ -214,7 +215,7 @@ def _time_tvm(spec: dict, inputs: list[np.ndarray]) -> dict:
         device.sync()
         slowest = max(slowest, time.perf_counter() - start)
     rounds: list[list[float]] = [[] for _ in evaluators]
-    for _ in range(rounds_for(slowest)):
+    for _ in range(min(spec["rounds"], rounds_for(slowest))):
         for samples, evaluator in zip(rounds, evaluators, strict=True):
             samples.append(float(evaluator(*args).mean))
     return {"latencies": [statistics.median(samples) for samples in rounds], "rounds": len(rounds[0])}

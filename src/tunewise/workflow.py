@@ -75,7 +75,7 @@ class TuneResult:
 @quiet("tune")
 def tune(source, settings: RunSettings | None = None, *, example_inputs=None, target=None, store=None,
          callbacks: Sequence[Callback | str] = (), compare_torch: bool = True, progress: bool | None = None,
-         **overrides) -> TuneResult:
+         timing_rounds: int = timings.ROUNDS, **overrides) -> TuneResult:
     """Tune ``source`` (zoo name, ``.onnx``/``.pt2`` path, or ``nn.Module`` with ``example_inputs``) for
     ``target`` (:func:`tunewise.target.resolve`: this CPU by default) as ``settings`` say
     (:class:`~tunewise.settings.RunSettings`; its defaults when ``None``), with ``overrides`` replacing some of
@@ -86,6 +86,8 @@ def tune(source, settings: RunSettings | None = None, *, example_inputs=None, ta
     adds the live display of ``tunewise tune`` (``tunewise.callbacks.create("progress")``); by default it is
     on when standard output is a terminal or a notebook. ``compare_torch`` times PyTorch eager and onnxruntime
     (on a GPU: PyTorch eager, its CUDA graph and ``tunewise.runtime.aot``) beside the tuned model.
+    ``timing_rounds`` is how many rounds the untuned and tuned models are timed in at the end
+    (:mod:`tunewise.timing`; fewer finish sooner, and the latencies are rougher).
 
     Every trial goes to ``store`` (a :class:`~tunewise.stores.Store` or its URL; default
     ``sqlite:///tunewise.db``) as a new run, which :func:`resume` continues if this one is cut short. Writes
@@ -99,11 +101,12 @@ def tune(source, settings: RunSettings | None = None, *, example_inputs=None, ta
                                    output=os.path.abspath(settings.output) if settings.output else None)
     if not settings.budget.bounded:
         raise InputError("set a budget: trials, time or trials per task")
+    _check_rounds(timing_rounds)
     owned = None
     try:
         with _ownership() as owned:
             return _tune(source, store, None, settings, scheduler, target, example_inputs,
-                         _callbacks(callbacks, progress), compare_torch, owned)
+                         _callbacks(callbacks, progress), compare_torch, timing_rounds, owned)
     finally:  # a store opened from its URL (once the inputs were checked) is closed when the job ends
         if owned is not None and owned.store is not None and not isinstance(store, stores.Store):
             owned.store.close()
@@ -138,7 +141,8 @@ def _callbacks(callbacks: Sequence[Callback | str], progress: bool | None) -> Ca
 @quiet("tune")
 def resume(run: int, *, store=None, budget: Budget | Mapping | None = None, source=None,
            example_inputs=None, scheduler=None, callbacks: Sequence[Callback | str] = (),
-           compare_torch: bool = True, output: str | None = None, progress: bool | None = None) -> TuneResult:
+           compare_torch: bool = True, output: str | None = None, progress: bool | None = None,
+           timing_rounds: int = timings.ROUNDS) -> TuneResult:
     """Continue run ``run`` of ``store`` where it stopped (killed, interrupted, failed, or finished and given
     a larger ``budget``), with the settings it was started with: what it measured is kept and counts against
     the budget, and no candidate is measured twice. ``source`` and ``scheduler`` are needed only when the
@@ -147,9 +151,11 @@ def resume(run: int, *, store=None, budget: Budget | Mapping | None = None, sour
     ``budget`` (a :class:`~tunewise.budget.Budget`, or a mapping of some of its fields) replaces the limits
     it sets and keeps the run's other limits; the budget so made is stored in the run's settings. ``output``
     replaces the run's artifact folder, in the store too. Settings stored in an older form are stored again
-    in the full one (:meth:`~tunewise.settings.RunSettings.from_json`). ``callbacks`` and ``progress`` are
-    :func:`tune`'s. Raises :class:`~tunewise.errors.RunBusyError` when another live process owns the run.
+    in the full one (:meth:`~tunewise.settings.RunSettings.from_json`). ``callbacks``, ``progress`` and
+    ``timing_rounds`` are :func:`tune`'s. Raises :class:`~tunewise.errors.RunBusyError` when another live
+    process owns the run.
     """
+    _check_rounds(timing_rounds)
     with _opened(store, must_exist=True) as store:
         spec = store.get_run(run)
         if spec.status == stores.IMPORTED:
@@ -171,7 +177,12 @@ def resume(run: int, *, store=None, budget: Budget | Mapping | None = None, sour
             if settings.to_json() != spec.settings:
                 store.update_settings(run, settings.to_json())
             return _tune(source, store, run, settings, scheduler, spec.target, example_inputs,
-                         _callbacks(callbacks, progress), compare_torch, owned)
+                         _callbacks(callbacks, progress), compare_torch, timing_rounds, owned)
+
+
+def _check_rounds(rounds) -> None:
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise InputError(f"timing rounds must be a whole number of at least 1, got {rounds!r}")
 
 
 def resume_command(run: int, store_url: str | None) -> str:
@@ -221,7 +232,7 @@ def _ownership():
 
 
 def _tune(source, store, run: int | None, settings: RunSettings, scheduler, target, example_inputs,
-          told: CallbackList, compare_torch: bool, owned: Lease) -> TuneResult:
+          told: CallbackList, compare_torch: bool, timing_rounds: int, owned: Lease) -> TuneResult:
     """The job behind :func:`tune` (``run`` None: a new run) and :func:`resume`; ``store`` may be a URL.
     ``owned`` holds the run (a new run: from its creation).
 
@@ -234,7 +245,7 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     end = None if budget.time_budget is None else start + budget.time_budget
     prepared = prepare_run(source, settings, store=store, target=target, example_inputs=example_inputs,
                            scheduler=scheduler, callbacks=told.callbacks, run=run, lease=owned, finish_by=end,
-                           references=compare_torch)
+                           references=compare_torch, timing_rounds=timing_rounds)
     model, loop = prepared.model, prepared.session
     store, run, output = loop.store, loop.run_id, settings.artifact_folder(model.name)
     phases = {"import": prepared.import_seconds, "extract": time.perf_counter() - start - prepared.import_seconds}
@@ -258,7 +269,7 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
 
     raise_if_stopped()
     done = finish(model, loop.database, output, source=source, example_inputs=example_inputs, seed=settings.seed,
-                  compare_torch=compare_torch, on_phase=told.phase, metadata=dict(
+                  compare_torch=compare_torch, timing_rounds=timing_rounds, on_phase=told.phase, metadata=dict(
                       graph_level=settings.level, scheduler=type(loop.scheduler).__name__, run=run,
                       trials=final.trials, failures=sum(t.failures for t in final.tasks),
                       tuning_seconds=final.elapsed, evaluator=settings.evaluator, cost_model=settings.cost_model,

@@ -103,7 +103,7 @@ def test_the_python_api_shows_the_live_progress_when_asked(capsys, tmp_path):
     from tunewise import workflow
 
     tunewise.tune("tiny-mlp", budget=Budget(max_trials=4), trials_per_slot=4, progress=True, compare_torch=False,
-                  store=f"sqlite:///{tmp_path}/tunewise.db", output=str(tmp_path / "out"))
+                  timing_rounds=3, store=f"sqlite:///{tmp_path}/tunewise.db", output=str(tmp_path / "out"))
     shown = capsys.readouterr().err
     assert "tuning 2 tasks" in shown and "  slot    0 fused_matmul" in shown
     # by default only on a terminal or in a notebook: not under pytest's captured output

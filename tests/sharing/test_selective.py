@@ -98,7 +98,7 @@ def test_a_selective_run_killed_mid_tuning_resumes_with_its_members_still_held(t
     before = store.get_trials(run.id)
     assert 4 <= len(before) < trials
 
-    assert cli.main(["tune", "--no-references", "--resume", str(run.id), "--store", url]) == 0
+    assert cli.main(["tune", "--no-references", "--timing-rounds", "3", "--resume", str(run.id), "--store", url]) == 0
     assert f"resumed after {len(before)} trials" in capsys.readouterr().err
     after = store.get_trials(run.id)
     assert after[:len(before)] == before and len(after) == trials  # nothing lost, the budget counted it
