@@ -17,6 +17,7 @@ def test_slow_models_get_fewer_rounds_within_the_time_limit():
     assert timing.rounds_for(0.001) == timing.ROUNDS  # rounds of 100 ms
     assert timing.rounds_for(3.0) == 5  # 5 rounds of 3 s for each of two models: 30 s
     assert timing.rounds_for(60.0) == timing.MIN_ROUNDS
+    assert timing.rounds_for(0.001, asked=3) == 3 and timing.rounds_for(60.0, asked=1) == 1  # fewer asked
     assert timing.describe(5).startswith("in fresh processes, median of 5 rounds")
 
 

@@ -48,10 +48,11 @@ def describe(rounds: int = ROUNDS) -> str:
             + ("" if rounds == ROUNDS else f"; references: {ROUNDS} rounds"))
 
 
-def rounds_for(call_seconds: float) -> int:
-    """Rounds of the compiled models when one call of the slower takes ``call_seconds``."""
+def rounds_for(call_seconds: float, asked: int = ROUNDS) -> int:
+    """Rounds of the compiled models when one call of the slower takes ``call_seconds``: ``asked`` at most,
+    fewer (:data:`MIN_ROUNDS` at least, unless fewer are asked) where they would last over :data:`MAX_SECONDS`."""
     per_round = 2 * max(call_seconds, ROUND_MS / 1e3)  # a round of each model
-    return max(MIN_ROUNDS, min(ROUNDS, int(MAX_SECONDS // per_round)))
+    return min(asked, max(MIN_ROUNDS, min(ROUNDS, int(MAX_SECONDS // per_round))))
 
 _log = logging.getLogger(__name__)
 
@@ -90,8 +91,8 @@ def _run_worker(spec: dict, directory: str) -> dict:
 
 def time_models(models, inputs, rounds: int = ROUNDS) -> tuple[list[float], int]:
     """Median latencies (seconds) of :class:`~tunewise.compile.CompiledModel` objects (one target) on
-    ``inputs``, timed in turn, round after round, in one fresh process, and the number of rounds: ``rounds``,
-    fewer where :func:`rounds_for` says so."""
+    ``inputs``, timed in turn, round after round, in one fresh process, and the number of rounds
+    (:func:`rounds_for`, ``rounds`` at most)."""
     with tempfile.TemporaryDirectory(prefix="tunewise-timing-") as directory:
         libraries = []
         for i, model in enumerate(models):
@@ -215,7 +216,7 @@ def _time_tvm(spec: dict, inputs: list[np.ndarray]) -> dict:
         device.sync()
         slowest = max(slowest, time.perf_counter() - start)
     rounds: list[list[float]] = [[] for _ in evaluators]
-    for _ in range(min(spec["rounds"], rounds_for(slowest))):
+    for _ in range(rounds_for(slowest, spec["rounds"])):
         for samples, evaluator in zip(rounds, evaluators, strict=True):
             samples.append(float(evaluator(*args).mean))
     return {"latencies": [statistics.median(samples) for samples in rounds], "rounds": len(rounds[0])}

@@ -253,7 +253,8 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
         told.phase(f"tuning as run {run} of {stores.display_url(store.url)}"
                    + (f", resumed after {len(loop.trials)} trials" if loop.trials else ""))
         left = None if end is None else loop.ledger.seconds_left()
-        kept, before = None if end is None else end - time.perf_counter() - left, loop.ledger.trials
+        kept = None if end is None else end - time.perf_counter() - left  # for the steps after tuning
+        before = loop.ledger.trials
         told.tuning_started(model, budget if left is None or left <= 0 else dataclasses.replace(
             budget, time_budget=min(budget.time_budget, loop.elapsed + left)))
         tune_start = time.perf_counter()

@@ -27,7 +27,8 @@ def two_single_core_nodes(cluster_class):
     """A Ray cluster of two nodes on this machine, each on one core of its own (the processes a node starts
     inherit its CPU affinity), as two single-core machines would be: each node's workers tune and time with
     one thread, and the nodes do not compete for a core."""
-    cores, mine = sorted(os.sched_getaffinity(0)), os.sched_getaffinity(0)
+    mine = os.sched_getaffinity(0)
+    cores = sorted(mine)
     if len(cores) < 2:
         pytest.skip("needs two cores")
     try:
