@@ -62,3 +62,29 @@ def test_a_job_past_its_time_limit_or_one_that_kills_its_worker_fails_alone():
         pool.shutdown()
     with pytest.raises(ProcessLookupError):
         os.kill(last, 0)  # the pool's processes end with it
+
+
+def test_a_pool_given_back_serves_the_next_borrower_started_alike_and_one_busy_is_shut_down(monkeypatch):
+    from tunewise import workers
+
+    first = workers.borrow(1, timeout=20.0)
+    pid = first.submit(_state).result()[0]
+    workers.give_back(first)
+    again = workers.borrow(1, timeout=20.0)
+    assert again is first and again.submit(_state).result()[0] == pid  # started once, kept by the process
+
+    monkeypatch.setenv("TVM_NUM_THREADS", "1")  # processes started now would inherit another environment
+    other = workers.borrow(1, timeout=20.0)
+    assert other is not first
+    workers.give_back(other)
+    monkeypatch.undo()
+
+    again.submit(_sleep, 30)
+    workers.give_back(again)  # a job still runs in it: not kept
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    fresh = workers.borrow(1, timeout=20.0)
+    try:
+        assert fresh is not first and fresh.submit(_state).result()[0] != pid
+    finally:
+        workers.give_back(fresh)

@@ -1,9 +1,9 @@
 """Building and measuring candidates: a persistent builder pool and a candidate runner.
 
 The stock ``LocalBuilder`` starts a fresh process pool for every batch and each fresh worker imports all
-tensor intrinsics (40-70 s on a 2-core VM), so every build times out. :class:`BuilderPool` starts its workers
-(:mod:`tunewise.workers`) once per run; they import TVM (1 s) and nothing else, and build with
-:func:`tunewise.tvm_env.build_candidate`.
+tensor intrinsics (40-70 s on a 2-core VM), so every build times out. :class:`BuilderPool` borrows its workers
+(:mod:`tunewise.workers`) for the run, started once per process; they import TVM (1 s) and nothing else, and
+build with :func:`tunewise.tvm_env.build_candidate`.
 Candidates are measured one by one by a candidate runner (:mod:`tunewise.candidate_runners`; by default a
 persistent worker process on this machine), so each trial gets its own run seconds, timed by an evaluator
 (:mod:`tunewise.evaluators`: AdaTune's adaptive one by default, or MetaSchedule's fixed one) that is told the
@@ -94,24 +94,25 @@ def _build(mod, target, scratch: str) -> tuple[str, float]:
 
 
 class BuilderPool:
-    """Build worker processes (:class:`tunewise.workers.WorkerPool`) started once and reused for every batch of
-    the run, a time limit per build. The workers start at once, in the background, so the first batch finds
-    them ready.
+    """Build worker processes (:func:`tunewise.workers.borrow`) used for every batch of the run, a time limit
+    per build, and given back to the process when the run closes it. New workers start at once, in the
+    background, so the first batch finds them ready.
     """
 
     def __init__(self, workers: int = 0, timeout: float = 30.0, scratch: str | None = None):
-        from tunewise.workers import WorkerPool
+        from tunewise import workers as worker_pools
 
         self.workers = workers or usable_cores()
         self.scratch = scratch
-        self._pool = WorkerPool(self.workers, timeout=timeout)
-        self._pool.start()
+        self._pool = worker_pools.borrow(self.workers, timeout=timeout)
 
     def submit(self, mod, target) -> cf.Future:
         return self._pool.submit(_build, mod, target, self.scratch)
 
     def close(self) -> None:
-        self._pool.shutdown()
+        from tunewise import workers
+
+        workers.give_back(self._pool)
 
 
 class Measurer:

@@ -27,10 +27,10 @@ def test_round_trip_through_metaschedule_json(tuned_store, tiny_mlp, tmp_path):
         stock.append(ms.database.JSONDatabase(work_dir=folder, allow_missing=False))  # stock TVM reads it
         assert len(stock[-1]) == len(measured)
         imported, count = stores.import_records(fresh, folder)
-        schedules = {(t.workload, json.dumps(json.loads(t.record)[0])) for t in measured}
-        assert count == len(schedules - held) > 0  # a schedule both runs measured is imported once
+        measurements = {(t.workload, json.dumps(json.loads(t.record)[0]), tuple(t.run_secs)) for t in measured}
+        assert count == len(measurements - held) > 0  # a measurement both runs hold is imported once
         assert fresh.get_run(imported).status == stores.IMPORTED
-        held |= schedules
+        held |= measurements
     databases = {"original": stores.StoreDatabase(store), "imported": stores.StoreDatabase(fresh),
                  "stock": ms.database.UnionDatabase(*stock)}
     target = tiny_mlp.target

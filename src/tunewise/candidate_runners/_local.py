@@ -7,10 +7,11 @@ from tunewise.candidate_runners._base import CandidateRunner
 
 
 class Local(CandidateRunner):
-    """One persistent worker process on this machine (:class:`tunewise.workers.WorkerPool`), started with the
-    runner: as MetaSchedule's ``LocalRunner`` does, it loads each candidate, allocates its arguments and calls
-    the evaluator given with it. The worker ignores Ctrl-C (the tuning process decides when to stop) and is
-    replaced when a candidate runs past ``config.run_timeout`` or crashes it.
+    """One persistent worker process on this machine (:func:`tunewise.workers.borrow`), borrowed by the
+    runner and given back when it closes: as MetaSchedule's ``LocalRunner`` does, it loads each candidate,
+    allocates its arguments and calls the evaluator given with it. The worker ignores Ctrl-C (the tuning
+    process decides when to stop) and is replaced when a candidate runs past ``config.run_timeout`` or crashes
+    it.
 
     >>> runner = create("local", target=target, config=MeasureConfig())  # doctest: +SKIP
     """
@@ -18,14 +19,13 @@ class Local(CandidateRunner):
     def __init__(self, *, target, config):
         import subprocess
 
+        from tunewise import workers
         from tunewise.target import device_type
-        from tunewise.workers import WorkerPool
 
         self.target, self.config = target, config
         self._device = device_type(target)
         self._evaluator_config = config.evaluator()
-        self._pool = WorkerPool(1, timeout=config.run_timeout, stderr=subprocess.DEVNULL)
-        self._pool.start()
+        self._pool = workers.borrow(1, timeout=config.run_timeout, stderr=subprocess.DEVNULL)
 
     def run(self, artifact: str, args_info, evaluator):
         from tvm.s_tir.meta_schedule.runner import RunnerResult
@@ -40,7 +40,9 @@ class Local(CandidateRunner):
             return RunnerResult(None, f"{type(err).__name__}: {err}")
 
     def close(self) -> None:
-        self._pool.shutdown()
+        from tunewise import workers
+
+        workers.give_back(self._pool)
 
 
 def _run(artifact: str, device_type: str, args_info, evaluator, evaluator_config) -> list[float]:

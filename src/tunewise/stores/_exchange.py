@@ -33,16 +33,18 @@ def export_records(store: Store, run: int, directory: str) -> int:
     return StoreDatabase(store).copy_into(ms.database.JSONDatabase(work_dir=directory), store.get_trials(run))
 
 
-def _identity(workload: int, target: str | None, record: str) -> tuple:
-    """What makes two records the same schedule: workload, target and trace (the record JSON's first item)."""
-    return workload, target, json.dumps(json.loads(record)[0])
+def _identity(workload: int, target: str | None, record: str, run_secs) -> tuple:
+    """What makes two records the same measurement: workload, target, trace (the record JSON's first item) and
+    the measured seconds."""
+    return workload, target, json.dumps(json.loads(record)[0]), tuple(float(s) for s in run_secs or ())
 
 
 def import_records(store: Store, directory: str) -> tuple[int | None, int]:
     """Add the records of the MetaSchedule JSON database in ``directory`` that ``store`` does not hold yet (same
-    workload, target and trace) as a new run; returns ``(run id, number of records added)``, the run id
-    ``None`` when every record was already there (no run is made). A folder without records is an
-    :class:`InputError`."""
+    workload, target, trace and measured seconds) as a new run; returns ``(run id, number of records added)``,
+    the run id ``None`` when every record was already there (no run is made). A schedule the store holds with
+    other measurements is added with these too, so that its best measurement counts, as in a union of both
+    databases. A folder without records is an :class:`InputError`."""
     from tvm.s_tir import meta_schedule as ms
 
     if not all(os.path.isfile(os.path.join(directory, name)) for name in (WORKLOADS, RECORDS)):
@@ -56,13 +58,13 @@ def import_records(store: Store, directory: str) -> tuple[int | None, int]:
     database, now = StoreDatabase(store), time.time()
     workloads = [database.workload_id(r.workload.mod, commit=True) for r in records]
     wanted = set(workloads)
-    seen = {_identity(t.workload, t.target, t.record) for t in store.get_trials() if t.workload in wanted}
+    seen = {_identity(t.workload, t.target, t.record, t.run_secs) for t in store.get_trials() if t.workload in wanted}
     new = []
     for record, workload in zip(records, workloads, strict=True):
         text, target = record_json(record), target_key(record.target)
-        if _identity(workload, target, text) not in seen:
-            seen.add(_identity(workload, target, text))
-            run_secs = tuple(float(s) for s in record.run_secs) if record.run_secs is not None else ()
+        run_secs = tuple(float(s) for s in record.run_secs) if record.run_secs is not None else ()
+        if _identity(workload, target, text, run_secs) not in seen:
+            seen.add(_identity(workload, target, text, run_secs))
             new.append(StoredTrial(workload, text, run_secs, target=target, timestamp=now))
     if not new:
         return None, 0
