@@ -6,7 +6,8 @@ the same records compiled again in a new process timed 5.70 and 5.43 ms. So each
 Python process per artifact, in turn, that loads it, runs it ``--warmup`` times and reports the median of
 ``--repeat`` timed repeats (:meth:`tunewise.compile.CompiledModel.time`); an artifact's latency is its
 median over ``--rounds`` rounds. The inputs are the zoo model's seeded example inputs (``--model``,
-``--seed``), as in the run that compiled it::
+``--seed``), as in the run that compiled it. With ``--references`` each round also times the zoo model in
+PyTorch eager and onnxruntime, in a fresh process of their own (:func:`tunewise.timing.reference_latencies`)::
 
     .venv/bin/python bench/time_artifacts.py --model transformer --seed 4 DIR/transformer-seed4-* \\
         --out bench/results/transformer-artifacts-seed4
@@ -53,6 +54,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=10, help="timed repeats of at least 200 ms each")
+    parser.add_argument("--references", action="store_true", help="also time PyTorch eager and onnxruntime")
     parser.add_argument("--out")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -62,9 +64,17 @@ def main() -> None:
     if not args.artifacts:
         parser.error("no artifact given")
     samples: dict[str, list[float]] = {path: [] for path in args.artifacts}
+    if args.references:
+        from tunewise import timing, zoo
+
+        inputs = [t.numpy() for t in zoo.get(args.model, seed=args.seed)[1]]
+        samples.update({name: [] for name in timing.CPU_REFERENCES})
     for r in range(args.rounds):
         for path in args.artifacts:
             samples[path].append(time_in_fresh_process(path, args))
+        if args.references:
+            for name, seconds in timing.reference_latencies(args.model, inputs, seed=args.seed).items():
+                samples[name].append(seconds)
         print(f"round {r + 1}: " + ", ".join(f"{os.path.basename(p)} {1e3 * xs[-1]:.3f} ms"
                                              for p, xs in samples.items()), flush=True)
     summary = {path: {"median": statistics.median(xs), "min": min(xs), "max": max(xs)} for path, xs in samples.items()}

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tunewise import compile as compiler
-from tunewise import frontend, graph, tasks, zoo
+from tunewise import frontend, graph, search, tasks, zoo
 from tunewise.errors import InputError, UnsupportedOperatorError
 
 pytestmark = pytest.mark.tvm
@@ -56,6 +56,7 @@ def test_prepack_tunes_weight_layouts_and_folds_them_into_the_constants(tiny_cnn
     import tvm
     from tvm import relax
     from tvm.s_tir import meta_schedule as ms
+    from tvm_ffi import structural_equal
 
     from tunewise import schedulers, session, stores
 
@@ -82,6 +83,15 @@ def test_prepack_tunes_weight_layouts_and_folds_them_into_the_constants(tiny_cnn
                 fastest.trace, rewriting.commit_workload(model.task_mods[k]), fastest.run_secs, fastest.target,
                 fastest.args_info))
     assert len(rewriting) > 0  # tuning a convolution searches its weight layout
+    # such a schedule transferred to the task (as schedule sharing does) measures: the runner is given the
+    # weight in its packed shape
+    k, record = next((k, r) for k in convolutions for r in rewriting.get_all_tuning_records()
+                     if structural_equal(r.workload.mod, model.task_mods[k]))
+    transfer = search.TaskSearch(model.task_mods[k], model.tasks[k].name, host_target, 0, 1, 4)
+    [(candidate, _)] = transfer.adopt([record.as_measure_candidate().sch], loop.database,
+                                      ms.cost_model.RandomModel(), 4)
+    [measured] = measurer.measure([(candidate.sch.mod, candidate.args_info)])
+    assert measured.error is None, measured.message
     # compiled, the rewrites run once, on the constants: no operator the model calls rewrites a layout
     with host_target, rewriting, tvm.transform.PassContext(opt_level=3):
         lowered = relax.transform.MetaScheduleApplyDatabase()(graph.lower(model.mod, host_target, "prepack"))

@@ -152,7 +152,10 @@ class TaskSearch:
         if self.context is None:  # its cost model and search state are told the results
             self._prepare(database, cost_model, max_trials)
         self._told = self.context
-        return self._unseen([ms.MeasureCandidate(sch, self.args_info) for sch in schedules])
+        # a schedule may read its weights in a layout of its own (prepacked): the runner allocates the arguments
+        # its module takes once the layout rewrite is split out, as MetaSchedule's own searches do
+        return self._unseen([ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+                             for sch in schedules])
 
     def _unseen(self, candidates) -> list[tuple[object, str]]:
         from tunewise.stores._database import module_hash

@@ -269,17 +269,17 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     model = loop.model  # with the default latencies the run measured or stored
 
     raise_if_stopped()
+    summary = summarize(store, run)  # what the run did, for the artifact and the result alike
     done = finish(model, loop.database, output, source=source, example_inputs=example_inputs, seed=settings.seed,
                   compare_torch=compare_torch, timing_rounds=timing_rounds, on_phase=told.phase, metadata=dict(
                       graph_level=settings.level, scheduler=type(loop.scheduler).__name__, run=run,
-                      trials=final.trials, failures=sum(t.failures for t in final.tasks),
-                      tuning_seconds=final.elapsed, evaluator=settings.evaluator, cost_model=settings.cost_model,
-                      shared_trials=loop.shared,
+                      trials=summary.trials, failures=summary.failures, tuning_seconds=summary.elapsed,
+                      evaluator=settings.evaluator, cost_model=settings.cost_model, shared_trials=loop.shared,
                       latency_estimate_history=[list(point) for point in loop.history]))
     store.add_artifact(run, output, done.metadata)
     store.set_status(run, stores.FINISHED)
     phases["compile"] = time.perf_counter() - start - sum(phases.values())
-    return _result(summarize(store, run), done, name=model.name, phases=phases,
+    return _result(summary, done, name=model.name, phases=phases,
                    decision_seconds=loop.decision_seconds, shared=loop.shared, stopped_by=loop.ledger.stopped_by,
                    meter=loop.meter)
 
