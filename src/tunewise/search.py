@@ -48,10 +48,7 @@ class TaskSearch:
     """
 
     def __init__(self, mod, name: str, target, seed: int, num_threads: int, batch: int):
-        from tunewise.tasks import args_info
-
         self.mod, self.name, self.target = mod, name, target
-        self.args_info = args_info(mod)
         self.seed, self.num_threads, self.batch = seed, num_threads, batch
         self.context = None
         self._told = None  # the context that proposed the slot's candidates: it is told their results
@@ -147,15 +144,14 @@ class TaskSearch:
         that the run has not measured."""
         from tvm.s_tir import meta_schedule as ms
 
+        from tunewise.tasks import args_info
+
         if not schedules:
             return []
         if self.context is None:  # its cost model and search state are told the results
             self._prepare(database, cost_model, max_trials)
         self._told = self.context
-        # a schedule may read its weights in a layout of its own (prepacked): the runner allocates the arguments
-        # its module takes once the layout rewrite is split out, as MetaSchedule's own searches do
-        return self._unseen([ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
-                             for sch in schedules])
+        return self._unseen([ms.MeasureCandidate(sch, args_info(sch.mod)) for sch in schedules])
 
     def _unseen(self, candidates) -> list[tuple[object, str]]:
         from tunewise.stores._database import module_hash

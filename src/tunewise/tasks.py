@@ -85,10 +85,12 @@ def _flops(mod) -> float:
 
 
 def args_info(mod):
-    """MetaSchedule argument descriptions of a task module's ``main`` (what the runner allocates)."""
+    """MetaSchedule argument descriptions of a task module's ``main`` (what the runner allocates); for a
+    scheduled module whose weights are read in a layout of its own (prepacked), the arguments it takes once the
+    layout rewrite is split out, as MetaSchedule's own searches describe them."""
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    return ArgInfo.from_prim_func(mod["main"])
+    return ArgInfo.from_entry_func(mod, remove_preproc=True)
 
 
 def extract(imported, target, *, level: str = graph.DEFAULT_LEVEL, measurer=None) -> ExtractedModel:

@@ -33,10 +33,10 @@ def export_records(store: Store, run: int, directory: str) -> int:
     return StoreDatabase(store).copy_into(ms.database.JSONDatabase(work_dir=directory), store.get_trials(run))
 
 
-def _identity(workload: int, target: str | None, record: str, run_secs) -> tuple:
+def _identity(workload: int, target: str | None, record: str, run_secs: tuple[float, ...]) -> tuple:
     """What makes two records the same measurement: workload, target, trace (the record JSON's first item) and
     the measured seconds."""
-    return workload, target, json.dumps(json.loads(record)[0]), tuple(float(s) for s in run_secs or ())
+    return workload, target, json.dumps(json.loads(record)[0]), tuple(run_secs)
 
 
 def import_records(store: Store, directory: str) -> tuple[int | None, int]:
@@ -63,8 +63,9 @@ def import_records(store: Store, directory: str) -> tuple[int | None, int]:
     for record, workload in zip(records, workloads, strict=True):
         text, target = record_json(record), target_key(record.target)
         run_secs = tuple(float(s) for s in record.run_secs) if record.run_secs is not None else ()
-        if _identity(workload, target, text, run_secs) not in seen:
-            seen.add(_identity(workload, target, text, run_secs))
+        identity = _identity(workload, target, text, run_secs)
+        if identity not in seen:
+            seen.add(identity)
             new.append(StoredTrial(workload, text, run_secs, target=target, timestamp=now))
     if not new:
         return None, 0
