@@ -272,7 +272,7 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     summary = summarize(store, run)  # what the run did, for the artifact and the result alike
     done = finish(model, loop.database, output, source=source, example_inputs=example_inputs, seed=settings.seed,
                   compare_torch=compare_torch, timing_rounds=timing_rounds, on_phase=told.phase, metadata=dict(
-                      graph_level=settings.level, scheduler=type(loop.scheduler).__name__, run=run,
+                      graph_level=model.level, scheduler=type(loop.scheduler).__name__, run=run,
                       trials=summary.trials, failures=summary.failures, tuning_seconds=summary.elapsed,
                       evaluator=settings.evaluator, cost_model=settings.cost_model, shared_trials=loop.shared,
                       latency_estimate_history=[list(point) for point in loop.history]))

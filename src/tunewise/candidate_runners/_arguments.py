@@ -5,9 +5,13 @@ from __future__ import annotations
 
 def alloc_arguments(device, args_info, alloc_repeat: int) -> list:
     """The runner's argument allocation (runs in its worker): floating-point tensors random as in MetaSchedule,
-    integer tensors zero. MetaSchedule fills integers at random too, and a gather (``take``, embeddings)
-    then reads far out of bounds and kills the worker, so such a task never gets a latency; index 0 is in
-    bounds for every axis."""
+    masks (booleans and 8-bit integers) true, wider integer tensors zero.
+
+    MetaSchedule fills integers at random, and a gather (``take``, embeddings) then reads far out of bounds
+    and kills the worker, so such a task never gets a latency; index 0 is in bounds for every axis. A mask
+    selects where a kernel does its work (an attention's softmax kept only on rows that attend to something):
+    false everywhere, a kernel that skips the masked work would be timed doing almost nothing (200x faster
+    than in its model), so masks are true, as a model without padding has them."""
     import numpy as np
     import tvm
     from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common
@@ -15,8 +19,11 @@ def alloc_arguments(device, args_info, alloc_repeat: int) -> list:
     random_fill = tvm.get_global_func("tvm.contrib.random.random_fill_for_measure")
 
     def fill(tensor) -> None:
-        if np.dtype(str(tensor.dtype)).kind in "iub":
-            tensor.copyfrom(np.zeros(tuple(tensor.shape), dtype=str(tensor.dtype)))
+        dtype = np.dtype(str(tensor.dtype))
+        if dtype.kind == "b" or (dtype.kind in "iu" and dtype.itemsize == 1):
+            tensor.copyfrom(np.ones(tuple(tensor.shape), dtype=dtype))
+        elif dtype.kind in "iu":
+            tensor.copyfrom(np.zeros(tuple(tensor.shape), dtype=dtype))
         else:
             random_fill(tensor)
 

@@ -20,7 +20,7 @@ class CandidateRunner(abc.ABC):
       (:func:`tunewise.tvm_env.export_candidate`); the runner reads it and leaves it in place (the measurer
       deletes its folder afterwards); a remote runner uploads it. ``args_info`` is MetaSchedule's description
       of the candidate's arguments, which the runner allocates with :func:`tunewise.candidate_runners.alloc_arguments`
-      (random floats, zero integers).
+      (random floats, true masks, zero indices).
     - ``evaluator`` (a :class:`tunewise.evaluators.Evaluator`, or a module-level function of the same signature
       such as :func:`tunewise.measure.time_once`; picklable) is called where the candidate is loaded, as
       MetaSchedule's ``f_run_evaluator(rt_mod, device, evaluator_config, repeated_args)``, and what it
