@@ -208,6 +208,18 @@ def test_negative_axes_do_not_stop_the_layout_step(host_target, fallbacks):
     assert fallbacks == []
 
 
+def test_a_model_with_an_external_call_compiles_with_prepacked_weights(host_target, fallbacks):
+    """``max`` over an axis imports as ``topk``, an external call without a compute block, which Relax's
+    split of the weight layout rewrites stops on."""
+    imported = frontend.load(_NegativeAxes(), example_inputs=(torch.randn(1, 3, 1, 8),))
+    extracted = tasks.extract(imported, host_target, level="prepack")
+    assert any("topk" in name for name in (gv.name_hint for gv in graph.lower(extracted.mod, host_target, "prepack")
+                                           .get_global_vars()))
+    compiled = compiler.CompiledModel(compiler.build(extracted), host_target)
+    assert compiler.verify(compiled, extracted.inputs, extracted.reference_outputs) < 1e-4
+    assert fallbacks == []
+
+
 def test_a_failing_step_leaves_the_function_as_it_was_and_says_so(host_target, fallbacks):
     from tvm import relax
 

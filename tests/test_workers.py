@@ -88,3 +88,40 @@ def test_a_pool_given_back_serves_the_next_borrower_started_alike_and_one_busy_i
         assert fresh is not first and fresh.submit(_state).result()[0] != pid
     finally:
         workers.give_back(fresh)
+
+
+def test_a_worker_killed_while_its_process_starts_is_killed_once_started(monkeypatch):
+    """A pool shut down as it starts its workers (a measurer closed at once): the kill waits for the start."""
+    import threading
+
+    from tunewise import workers
+
+    worker, procs, errors = workers._Worker(), [], []
+    opening, release = threading.Event(), threading.Event()
+    fdopen = os.fdopen
+
+    def slow_fdopen(*args, **kwargs):  # the start holds here, its process running, until released
+        if not procs:
+            procs.append(worker._proc)
+            opening.set()
+            release.wait(10)
+        return fdopen(*args, **kwargs)
+
+    def kill():
+        try:
+            worker.kill()
+        except Exception as err:  # noqa: BLE001
+            errors.append(err)
+
+    monkeypatch.setattr(workers.os, "fdopen", slow_fdopen)
+    starting = threading.Thread(target=worker._start)
+    starting.start()
+    assert opening.wait(10)
+    killing = threading.Thread(target=kill)
+    killing.start()
+    time.sleep(0.2)
+    release.set()
+    starting.join(10)
+    killing.join(10)
+    assert errors == [] and worker._proc is None
+    assert procs[0].wait(timeout=10) is not None  # the process is gone

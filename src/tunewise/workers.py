@@ -26,9 +26,23 @@ from tvm.support.popen_pool import PopenWorker
 
 
 class _Worker(PopenWorker):
-    """A TVM popen worker whose process is :mod:`tunewise._worker_entry`, importing what this process can."""
+    """A TVM popen worker whose process is :mod:`tunewise._worker_entry`, importing what this process can. A
+    kill while the process starts (a pool shut down as it starts its workers) waits for the start, then kills
+    it."""
+
+    def __init__(self, *args, **kwargs):
+        self._starting = threading.RLock()
+        super().__init__(*args, **kwargs)
+
+    def kill(self) -> None:
+        with self._starting:
+            super().kill()
 
     def _start(self) -> None:
+        with self._starting:
+            self._start_process()
+
+    def _start_process(self) -> None:
         if self._proc is not None:
             return
         parent_read, child_write = os.pipe()
