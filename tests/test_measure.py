@@ -28,7 +28,6 @@ def test_gather_tasks_get_a_finite_default_latency(host_target, measurer):
     assert all(math.isfinite(t.default_latency) and t.default_latency > 0 for t in model.tasks)
 
 
-
 def test_a_schedule_recomputing_a_masked_softmax_per_element_is_measured_behind_the_default(host_target, measurer):
     """PyTorch's attention keeps its softmax only on rows with something to attend to (a mask, true in a model
     without padding). A schedule that recomputes each row's sum for every element does 96x the work, all of it

@@ -40,23 +40,19 @@ class _Worker(PopenWorker):
 
     def _start(self) -> None:
         with self._starting:
-            self._start_process()
-
-    def _start_process(self) -> None:
-        if self._proc is not None:
-            return
-        parent_read, child_write = os.pipe()
-        child_read, parent_write = os.pipe()
-        search_path = os.pathsep.join(p for p in sys.path if p)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "tunewise._worker_entry", str(child_read), str(child_write)],
-            pass_fds=(child_read, child_write), stdout=self._stdout, stderr=self._stderr,
-            env={**os.environ, "PYTHONPATH": search_path})
-        os.close(child_read)
-        os.close(child_write)
-        self._reader = os.fdopen(parent_read, "rb")
-        self._writer = os.fdopen(parent_write, "wb")
-
+            if self._proc is not None:
+                return
+            parent_read, child_write = os.pipe()
+            child_read, parent_write = os.pipe()
+            search_path = os.pathsep.join(p for p in sys.path if p)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "tunewise._worker_entry", str(child_read), str(child_write)],
+                pass_fds=(child_read, child_write), stdout=self._stdout, stderr=self._stderr,
+                env={**os.environ, "PYTHONPATH": search_path})
+            os.close(child_read)
+            os.close(child_write)
+            self._reader = os.fdopen(parent_read, "rb")
+            self._writer = os.fdopen(parent_write, "wb")
 
 class WorkerPool:
     """``workers`` worker processes, each job given ``timeout`` seconds (``None``: no limit). ``stderr`` is the
