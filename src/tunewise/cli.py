@@ -563,9 +563,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The ``tunewise`` program: :func:`main`, then exit. The interpreter's last garbage collection, over the
-    millions of objects TVM and PyTorch leave, takes one to two seconds and frees nothing the exit would not, so
-    those objects are frozen out of it."""
+    """The ``tunewise`` program: :func:`main`, then exit; TVM imported first, without PyTorch
+    (:func:`tunewise.tvm_env.import_tvm`). The interpreter's last garbage collection, over the millions of objects
+    TVM and PyTorch leave, takes one to two seconds and frees nothing the exit would not, so those objects are
+    frozen out of it."""
+    from tunewise import tvm_env
+
+    tvm_env.import_tvm()
     code = main()
     gc.freeze()
     sys.exit(code)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tunewise import logs
+from tunewise import import_cache, logs
 from tunewise.errors import InputError, ModelImportError, message_line
 
 
@@ -272,21 +272,37 @@ def parse_input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
 
 def load(source, *, example_inputs=None, input_shapes: dict | None = None, seed: int = 0) -> ImportedModel:
     """Import from a zoo name, a file path (``.pt2``, ``.onnx``), or a ``torch.nn.Module`` + example inputs."""
-    from tunewise import zoo
-
     if not isinstance(source, str):
         if example_inputs is None:
             raise InputError("a torch module needs example_inputs")
         imported = from_torch(source, example_inputs, name=type(source).__name__.lower())
-    elif source in zoo.MODELS:
+        check_input_shapes(imported, input_shapes or {}, imported.name)
+        return imported
+    model_file = source.endswith((".onnx", ".pt2"))
+    if model_file:
+        check_source(source)
+    cache_key = import_cache.key(source, zoo_model=not model_file, input_shapes=input_shapes, seed=seed)
+    kept = import_cache.get(cache_key)  # a zoo model's entry is found without importing the zoo (and torch)
+    if kept is not None:
+        return ImportedModel(*kept)
+    check_source(source)
+    imported = _import_named(source, input_shapes=input_shapes, seed=seed)
+    import_cache.put(cache_key, imported)
+    return imported
+
+
+def _import_named(source: str, *, input_shapes: dict | None, seed: int) -> ImportedModel:
+    """Import a zoo model or a model file (:func:`check_source` passed)."""
+    from tunewise import zoo
+
+    if source.endswith(".onnx"):
+        return from_onnx_file(source, input_shapes=input_shapes, seed=seed)
+    if source in zoo.MODELS:
         model, inputs = zoo.get(source, seed=seed)
         imported = from_torch(model, inputs, name=source)
     else:
-        check_source(source)
-        if source.endswith(".onnx"):
-            return from_onnx_file(source, input_shapes=input_shapes, seed=seed)
         imported = from_exported_program_file(source, seed=seed)
-    check_input_shapes(imported, input_shapes or {}, source if isinstance(source, str) else imported.name)
+    check_input_shapes(imported, input_shapes or {}, source)
     return imported
 
 

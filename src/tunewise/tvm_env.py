@@ -38,6 +38,21 @@ _HOST_INTRINSICS = {"x86_64": ("x86",), "AMD64": ("x86",), "aarch64": ("arm_cpu"
 _INTRINSICS_BY_KIND = {"llvm": _HOST_INTRINSICS.get(platform.machine(), ("x86", "arm_cpu")), "c": (), "cuda": ()}
 
 
+def import_tvm() -> None:
+    """Import TVM, without PyTorch unless it is imported already.
+
+    TVM's FFI imports PyTorch whenever it is installed (3 CPU-s), for tensor conversions tunewise does not use.
+    Imported here first, it goes on without it; PyTorch can still be imported afterwards, where a model comes
+    from PyTorch or PyTorch is timed."""
+    if "tvm" in sys.modules or "torch" in sys.modules:
+        return
+    sys.modules["torch"] = None  # `import torch` raises ImportError
+    try:
+        import tvm  # noqa: F401
+    finally:
+        del sys.modules["torch"]
+
+
 def prepare(target_kind: str = "llvm") -> None:
     """Make ``tvm.s_tir.tensor_intrin`` cheap to import for ``target_kind``; idempotent."""
     import tvm.s_tir  # noqa: F401  (5 s: the library itself)
