@@ -45,8 +45,9 @@ import provenance
 import torch
 from torch import nn
 
-from tunewise import target, zoo
+from tunewise import target
 from tunewise.runtime import dag, engine, streams
+from tunewise.zoo import architectures
 
 
 def _relu_conv_bn(cin: int, cout: int) -> nn.Sequential:
@@ -105,7 +106,7 @@ class NasNet(nn.Module):
 
 
 MODELS: dict[str, Callable[[], nn.Module]] = {
-    "inception-13": lambda: zoo.InceptionCells(channels=16, cells=13),
+    "inception-13": lambda: architectures.InceptionCells(channels=16, cells=13),
     "nasnet-5": lambda: NasNet(cells=5),
     "nasnet-23": lambda: NasNet(cells=23),
 }

@@ -1,25 +1,10 @@
-"""Benchmark models in plain PyTorch with random weights (nothing is downloaded).
-
-Each entry builds ``(module, example_inputs)`` from a seed, so the same name and seed always give the same
-weights and inputs. The architectures follow the published ones (ResNet-18, MobileNetV2, SqueezeNet 1.1,
-VGG-11, a BERT-style encoder) at batch 1; ``tiny-cnn``, ``tiny-mlp`` and ``tiny-gpt`` (a causal decoder with a
-tied head) are small models for demos and tests, and ``inception-cells`` is a stack of wide parallel branches
-for multi-stream runtimes.
-
->>> model, inputs = get("tiny-cnn")
->>> tuple(model(*inputs).shape)
-(1, 10)
-"""
+"""The zoo's architectures in plain PyTorch, after the published ones (ResNet-18, MobileNetV2, SqueezeNet 1.1,
+VGG-11, a BERT-style encoder), and small models for demos and tests."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import torch
 from torch import nn
-
-from tunewise.errors import InputError
 
 
 def _conv_bn(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1, act: type | None = nn.ReLU):
@@ -258,51 +243,3 @@ class TinyMLP(nn.Module):
 
     def forward(self, x):
         return self.body(x)
-
-
-@dataclass(frozen=True)
-class ZooEntry:
-    """How to build one zoo model: its class and the shape (and kind) of its single input."""
-
-    build: Callable[[], nn.Module]
-    input_shape: tuple[int, ...]
-    input_kind: str = "image"  # "image": float N(0, 1); "tokens": int64 ids below ``vocab``
-    vocab: int = 0
-
-
-MODELS: dict[str, ZooEntry] = {
-    "resnet18": ZooEntry(ResNet18, (1, 3, 224, 224)),
-    "mobilenetv2": ZooEntry(MobileNetV2, (1, 3, 224, 224)),
-    "squeezenet1.1": ZooEntry(SqueezeNet11, (1, 3, 224, 224)),
-    "vgg11": ZooEntry(VGG11, (1, 3, 224, 224)),
-    "transformer": ZooEntry(TransformerEncoder, (1, 128), "tokens", vocab=8192),
-    "inception-cells": ZooEntry(InceptionCells, (1, 3, 64, 64)),
-    "tiny-cnn": ZooEntry(TinyCNN, (1, 3, 16, 16)),
-    "tiny-mlp": ZooEntry(TinyMLP, (1, 64)),
-    "tiny-gpt": ZooEntry(TinyGPT, (1, 8), "tokens", vocab=64),
-}
-
-
-def names() -> list[str]:
-    """The zoo's model names, in a stable order."""
-    return list(MODELS)
-
-
-def get(name: str, *, seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    """Build zoo model ``name`` in eval mode with seeded random weights, and a seeded example input."""
-    if name not in MODELS:
-        raise InputError(f"unknown zoo model {name!r}; choose one of: {', '.join(MODELS)}")
-    entry = MODELS[name]
-    generator = torch.Generator().manual_seed(seed)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = entry.build().eval()
-        for module in model.modules():  # non-trivial batch-norm statistics, so folding them is checked
-            if isinstance(module, nn.BatchNorm2d):
-                module.running_mean.uniform_(-0.1, 0.1)
-                module.running_var.uniform_(0.5, 1.5)
-    if entry.input_kind == "tokens":
-        x = torch.randint(0, entry.vocab, entry.input_shape, generator=generator)
-    else:
-        x = torch.randn(entry.input_shape, generator=generator)
-    return model, (x,)
