@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 import tunewise
-from tunewise import cli, frontend, logs
+from tunewise import cli, frontend, import_cache, logs
 
 _THIRD_PARTY = ("Scope Saving:", "Scope Loaded:", "executable.cc", "FutureWarning")
 _LOG_LINE = re.compile(r"^tunewise: third-party log: (.+)$", re.MULTILINE)
@@ -21,6 +21,12 @@ def log_dir(tmp_path, monkeypatch):
     monkeypatch.setenv(logs.LOG_DIR_VARIABLE, str(folder))
     monkeypatch.delenv("TUNEWISE_DEBUG", raising=False)
     return folder
+
+
+@pytest.fixture
+def fresh_imports(monkeypatch):
+    """Models imported afresh, not read from the import cache: their importers print and warn."""
+    monkeypatch.setenv(import_cache.CACHE_DIR_VARIABLE, "")
 
 
 def _quiet(captured) -> str:
@@ -58,7 +64,7 @@ def test_nothing_written_leaves_no_log(capfd, log_dir):
 
 
 @pytest.mark.tvm
-def test_what_the_onnx_importer_prints_goes_to_the_log(capfd, log_dir, causal_onnx):
+def test_what_the_onnx_importer_prints_goes_to_the_log(capfd, log_dir, causal_onnx, fresh_imports):
     path = str(causal_onnx)
     capfd.readouterr()
     with logs.routed("test"):
@@ -74,7 +80,7 @@ def test_what_the_onnx_importer_prints_goes_to_the_log(capfd, log_dir, causal_on
 
 @pytest.mark.tvm
 @pytest.mark.filterwarnings("default::FutureWarning")
-def test_tune_and_run_keep_third_party_output_in_the_log(capfd, log_dir, tmp_path):
+def test_tune_and_run_keep_third_party_output_in_the_log(capfd, log_dir, tmp_path, fresh_imports):
     out, url = str(tmp_path / "artifact"), f"sqlite:///{tmp_path}/tunewise.db"
     assert cli.main(["tune", "--no-references", "--timing-rounds", "3",
                      "tiny-mlp", "--trials", "4", "--trials-per-slot", "4", "-o", out,
