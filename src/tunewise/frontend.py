@@ -271,7 +271,8 @@ def parse_input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
 
 
 def load(source, *, example_inputs=None, input_shapes: dict | None = None, seed: int = 0) -> ImportedModel:
-    """Import from a zoo name, a file path (``.pt2``, ``.onnx``), or a ``torch.nn.Module`` + example inputs."""
+    """Import from a zoo name, a file path (``.pt2``, ``.onnx``), or a ``torch.nn.Module`` + example inputs; a zoo
+    name or a file imported before is read from the import cache (:mod:`tunewise.import_cache`)."""
     if not isinstance(source, str):
         if example_inputs is None:
             raise InputError("a torch module needs example_inputs")
