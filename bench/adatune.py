@@ -37,7 +37,7 @@ import statistics
 
 import provenance
 
-from tunewise import callbacks, graph, measure, prepare, session, stores, tasks, tvm_env
+from tunewise import callbacks, measure, prepare, session, stores, tasks, tvm_env
 from tunewise import target as targets
 from tunewise.settings import RunSettings
 
@@ -224,7 +224,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--parts", default="abc", help="which comparisons to run: any of a, b, c")
     parser.add_argument("--max-tasks", type=int, default=0, help="tune only the N heaviest tasks (0: all)")
-    parser.add_argument("--level", default=graph.DEFAULT_LEVEL, help="graph level (tunewise.graph.LEVELS)")
+    parser.add_argument("--level", help="graph level (tunewise.graph.LEVELS; default: the target's)")
     parser.add_argument("--out", default="bench/results/adatune")
     args = parser.parse_args()
     args.seeds = [int(s) for s in args.seeds.split(",")]

@@ -138,7 +138,7 @@ def test_the_cli_leaves_every_unset_option_to_the_settings_and_shows_their_defau
     shown = " ".join(capsys.readouterr().out.split())
     for text in (f"total trials (default {defaults.budget.max_trials} unless", f"(default: {defaults.scheduler})",
                  f"candidates per slot (default {defaults.trials_per_slot})", f"default: {defaults.evaluator})",
-                 f"default: {defaults.cost_model})", f"(default: {defaults.level})",
+                 f"default: {defaults.cost_model})", "(default: prepack on a CPU, nhwc on a GPU)",
                  f"(default {defaults.seed})"):
         assert text in shown, text
     # the options given, and those only
@@ -195,10 +195,11 @@ def test_the_cli_stores_the_settings_defaults_and_a_budget_option_on_resume_repl
                      "tiny-mlp", "--time-budget", "1h", "--trials", "2",
                      "--trials-per-slot", "2", "--cache-flush", "-o", out, "--store", url]) == 0
     store = stores.create(url)
-    # the meter "auto" chose here is stored, so that a resumed run meters as the run began
+    # the meter "auto" chose here and the CPU's graph level are stored, so that a resumed run meters and
+    # compiles as the run began
     assert store.get_run(1).settings == RunSettings(
         source="tiny-mlp", budget=Budget(max_trials=2, time_budget=3600.0), trials_per_slot=2, output=out,
-        energy_meter=energy.for_device("auto", gpu=False).name,
+        energy_meter=energy.for_device("auto", gpu=False).name, level="prepack",
         measure=MeasureConfig(enable_cpu_cache_flush=True)).to_json()
 
     # the limits given replace the stored ones, the others are kept

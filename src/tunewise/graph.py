@@ -1,7 +1,7 @@
 """Graph-level passes, shared by task extraction and compilation so tuned records always apply.
 
 :func:`optimize` runs the graph-level passes of a level on the imported Relax module (batch-norm folding,
-decomposition for inference, and at the default level ``nhwc`` convolutions moved to NHWC data and HWIO
+decomposition for inference, and from level ``nhwc`` on convolutions moved to NHWC data and HWIO
 weights, so that output channels are innermost for the search to vectorise over); its output is the module
 both extracted from and compiled. Extraction and compilation then lower it alike (:func:`lower`: the fusion
 passes of MetaSchedule's ``compile_relax``, :func:`fusion_passes`), so the workloads hash the same on both
@@ -12,6 +12,10 @@ weights as layout-free before extraction, so a tuned schedule may choose the lay
 in (MetaSchedule's ``RewriteLayout``, measured without the rewrite, as a pre-packed weight runs), and
 compilation splits those weight rewrites out of the operators and folds them into the constants, once
 (:func:`compile_pipeline`). onnxruntime's CPU convolutions do the same with their blocked weights.
+
+The default level is the target's (:func:`default_level`): ``prepack`` on a CPU, where pre-packed weights
+measured faster than channels-last ones alone in most comparisons (``bench/README.md``), and ``nhwc`` on a
+GPU, whose search rules do not rewrite weight layouts.
 
 A level is a list of steps. The channels-last step runs only on a module with a 2-d convolution, after the
 negative axes of the operators that Relax's ``ConvertLayout`` cannot remap (it fails on them with
@@ -37,7 +41,6 @@ import math
 from tunewise.errors import InputError, UnsupportedOperatorError, message_line
 
 LEVELS = ("none", "decompose", "fold-bn", "nhwc", "prepack")
-DEFAULT_LEVEL = "nhwc"
 LAYOUT_STEP = "channels-last layout"
 
 _log = logging.getLogger(__name__)
@@ -71,14 +74,22 @@ def _steps(level: str) -> list[tuple[str, list]]:
     return steps
 
 
-def optimize(mod, target, level: str = DEFAULT_LEVEL):
+def default_level(target) -> str:
+    """The graph level a model is tuned and compiled at for ``target`` (a TVM target) unless asked otherwise:
+    ``prepack`` on a CPU, ``nhwc`` on a GPU."""
+    from tunewise.target import is_gpu
+
+    return "nhwc" if is_gpu(target) else "prepack"
+
+
+def optimize(mod, target, level: str):
     """Run the graph-level passes of ``level`` on ``mod`` for ``target``; returns a new module, every function
     of which compiles. Raises :class:`~tunewise.errors.UnsupportedOperatorError` on an operator that compiles
     at no level."""
     return optimize_and_lower(mod, target, level)[0]
 
 
-def optimize_and_lower(mod, target, level: str = DEFAULT_LEVEL) -> tuple:
+def optimize_and_lower(mod, target, level: str) -> tuple:
     """``(optimize(mod, target, level), lower(...) of it)``: the module to compile and the module to extract
     tasks from."""
     import tvm
@@ -173,7 +184,7 @@ def _apply_passes(mod, level: str, name: str, passes: list, warn):
     return result
 
 
-def cannot_compile(mod, target, level: str = DEFAULT_LEVEL) -> dict[str, str]:
+def cannot_compile(mod, target, level: str) -> dict[str, str]:
     """The Relax functions of ``mod`` (an optimised module) that do not compile for ``target``, by name, each
     with the reason in a few words; empty when the whole module compiles.
 
@@ -394,7 +405,7 @@ def prepacks(level: str) -> bool:
     return level == "prepack"
 
 
-def lower(mod, target, level: str = DEFAULT_LEVEL):
+def lower(mod, target, level: str):
     """``mod`` after :func:`fusion_passes`: one TIR function per tunable operator (with its weights marked
     layout-free at a level that :func:`prepacks`)."""
     import tvm
@@ -405,7 +416,7 @@ def lower(mod, target, level: str = DEFAULT_LEVEL):
         return tvm.transform.Sequential([*fusion_passes(target), *extra])(mod)
 
 
-def compile_pipeline(target, level: str = DEFAULT_LEVEL):
+def compile_pipeline(target, level: str):
     """The Relax pipeline that compiles a module of graph level ``level`` with the MetaSchedule database in
     context: :func:`lower`, the database's schedules applied to the operators it has, at a level that
     :func:`prepacks` the weight layout rewrites split out and folded into the constants, the device's default

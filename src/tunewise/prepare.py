@@ -104,8 +104,9 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
     scheduler = schedulers.create_seeded(scheduler if scheduler is not None else settings.scheduler, settings.seed)
     owner = None if lease is None else lease.owner
     meter = energy.for_device(settings.energy_meter, targets.is_gpu(model.target))
-    if run is None:  # stored with the meter "auto" chose here, which a resumed run keeps
-        stored = dataclasses.replace(settings, output=settings.artifact_folder(model.name), energy_meter=meter.name)
+    if run is None:  # stored with the meter "auto" chose here and the model's graph level, which a resumed run keeps
+        stored = dataclasses.replace(settings, output=settings.artifact_folder(model.name), energy_meter=meter.name,
+                                     level=model.level)
         run = store.create_run(model.name, str(model.target), settings.scheduler or repr(scheduler),
                                stored.to_json(), owner=owner)
         if lease is not None:

@@ -47,9 +47,10 @@ class RunSettings:
 
     ``source`` is a zoo name or an absolute model-file path (``None``: a Python model object, passed again to
     resume); ``scheduler`` a :mod:`tunewise.schedulers` name (``None``: a scheduler object); ``input_shapes``
-    maps ONNX input names to shapes; ``level`` is the graph level (:data:`tunewise.graph.LEVELS`);
-    ``evaluator``, ``cost_model`` and ``runner`` are names for :func:`tunewise.evaluators.create`,
-    :func:`tunewise.cost_models.create` and :func:`tunewise.candidate_runners.create`; ``share`` is how tasks share
+    maps ONNX input names to shapes; ``level`` is the graph level (:data:`tunewise.graph.LEVELS`; ``None``: the
+    target's, :func:`tunewise.graph.default_level`, which a stored run keeps); ``evaluator``, ``cost_model``
+    and ``runner`` are names for :func:`tunewise.evaluators.create`, :func:`tunewise.cost_models.create` and
+    :func:`tunewise.candidate_runners.create`; ``share`` is how tasks share
     schedules (:data:`tunewise.sharing.MODES`: ``"off"``, ``"same-anchor"``, ``"selective"``), and ``warm_start``
     lets a new task start from the best records of the most similar workloads of other runs in the store
     (:mod:`tunewise.sharing`); ``output`` is the artifact folder (``None``:
@@ -74,7 +75,7 @@ class RunSettings:
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     budget: Budget = Budget(max_trials=200)
     trials_per_slot: int = 16
-    level: str = graph.DEFAULT_LEVEL
+    level: str | None = None
     seed: int = 0
     evaluator: str = evaluators.DEFAULT
     cost_model: str = "xgb"
@@ -105,7 +106,7 @@ class RunSettings:
             raise InputError(f"unknown sharing mode {self.share!r}; choose one of: {', '.join(sharing.MODES)}")
         if not isinstance(self.warm_start, bool):
             raise InputError(f"warm start must be true or false, got {self.warm_start!r}")
-        if self.level not in graph.LEVELS:
+        if self.level is not None and self.level not in graph.LEVELS:
             raise InputError(f"unknown graph level {self.level!r}; choose one of: {', '.join(graph.LEVELS)}")
         if self.goal is not None:
             Goal.parse(self.goal)

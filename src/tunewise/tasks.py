@@ -50,10 +50,10 @@ class ExtractedModel:
     target: object
     tasks: tuple[Task, ...]
     task_mods: tuple[object, ...]
+    level: str
     inputs: tuple = ()
     reference_outputs: tuple = ()
     defaults_measured: bool = False
-    level: str = graph.DEFAULT_LEVEL
 
     def with_default_latencies(self, latencies) -> ExtractedModel:
         """This model with its tasks' default latencies replaced (measured, or those a stored run was tuned
@@ -93,8 +93,9 @@ def args_info(mod):
     return ArgInfo.from_entry_func(mod, remove_preproc=True)
 
 
-def extract(imported, target, *, level: str = graph.DEFAULT_LEVEL, measurer=None) -> ExtractedModel:
-    """Optimise ``imported`` (a :class:`tunewise.frontend.ImportedModel`) at ``level`` and extract its tasks.
+def extract(imported, target, *, level: str | None = None, measurer=None) -> ExtractedModel:
+    """Optimise ``imported`` (a :class:`tunewise.frontend.ImportedModel`) at graph level ``level`` (``None``:
+    the target's, :func:`tunewise.graph.default_level`) and extract its tasks.
 
     With a ``measurer`` (:class:`tunewise.measure.Measurer`) the default latencies are measured
     (:func:`measure_defaults`); without one they are left at ``inf``. Raises
@@ -103,14 +104,15 @@ def extract(imported, target, *, level: str = graph.DEFAULT_LEVEL, measurer=None
     from tvm.s_tir import meta_schedule as ms
     from tvm_ffi import structural_hash
 
+    level = graph.default_level(target) if level is None else level
     mod, lowered = graph.optimize_and_lower(imported.mod, target, level)
     extracted = [t for t in ms.relax_integration.extract_tasks(lowered, target)
                  if not t.dispatched[0].attrs or not t.dispatched[0].attrs.get("tirx.is_scheduled", False)]
     task_mods = tuple(t.dispatched[0] for t in extracted)
     tasks = tuple(Task(t.task_name, f"{structural_hash(m) & (2**64 - 1):016x}", int(t.weight), _flops(m), math.inf)
                   for t, m in zip(extracted, task_mods, strict=True))
-    model = ExtractedModel(imported.name, mod, target, tasks, task_mods, imported.inputs, imported.reference_outputs,
-                           level=level)
+    model = ExtractedModel(imported.name, mod, target, tasks, task_mods, level, imported.inputs,
+                           imported.reference_outputs)
     return model if measurer is None else measure_defaults(model, measurer)
 
 

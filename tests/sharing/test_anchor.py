@@ -29,10 +29,11 @@ def test_offers_are_the_mates_faster_records_fastest_first_and_made_once():
     assert [c for c, _ in offers.pending(1, math.inf, _records(table))] == ["s"]  # each task keeps its own
 
 
-@pytest.fixture(scope="module")
-def twin(host_target, measurer):
+@pytest.fixture(scope="module", params=["nhwc", "prepack"])
+def twin(request, host_target, measurer):
     """Two 3x3 convolutions of one shape, one with bias + ReLU fused after it, the other with bias + a residual
-    add: two tasks with one anchor block."""
+    add: two tasks with one anchor block; at graph level ``nhwc``, and at ``prepack``, where their weights and
+    biases are layout-free (a schedule reads them in layouts of its own)."""
     import torch
 
     from tunewise import frontend, tasks
@@ -48,7 +49,7 @@ def twin(host_target, measurer):
 
     torch.manual_seed(0)
     imported = frontend.load(Twin().eval(), example_inputs=(torch.randn(1, 8, 16, 16),))
-    return tasks.extract(imported, host_target, measurer=measurer)
+    return tasks.extract(imported, host_target, level=request.param, measurer=measurer)
 
 
 def _conv_tasks(model):
@@ -95,20 +96,45 @@ def test_a_mate_first_measures_the_transferred_schedules(twin, measurer, share):
     assert compiler.verify(compiled, model.inputs, model.reference_outputs) < 1e-5
 
 
+def _samples(mod, target, n: int) -> list:
+    """``n`` random schedules of ``mod``, post-processed as measured candidates are."""
+    from tvm.s_tir import meta_schedule as ms
+
+    context = ms.TuneContext(mod, target=target, space_generator="post-order-apply", search_strategy="replay-trace",
+                             task_name="conv", num_threads=1).clone()
+    context.pre_tuning(n, n, context.generate_design_space(), ms.database.MemoryDatabase(),
+                       ms.cost_model.RandomModel())
+    return [c.sch for c in context.generate_measure_candidates()]
+
+
+def _laid_out(mod) -> int:
+    """How many weights a scheduled module reads in a layout of its own (MetaSchedule's layout rewrites)."""
+    return mod.script().count("meta_schedule.layout_rewrite_preproc")
+
+
+@pytest.mark.tvm
+def test_a_schedule_moved_to_a_mate_and_back_is_the_one_it_was(twin, host_target):
+    from tvm_ffi import structural_equal
+
+    first, second = (twin.task_mods[k] for k in _conv_tasks(twin))
+    [own] = _samples(second, host_target, 1)
+    for sch in _samples(first, host_target, 4):
+        there = sharing.transfer(sch.trace, second, host_target)
+        # the mate's weights laid out as its own searched schedules lay them out (bias included): at prepack, two
+        assert _laid_out(there.mod) == _laid_out(own.mod) == _laid_out(sch.mod) == (2 if twin.level == "prepack" else 0)
+        back = sharing.transfer(there.trace, first, host_target)
+        assert structural_equal(back.mod, sch.mod)  # so that a task is not given its own schedule to measure again
+
+
 @pytest.mark.tvm
 def test_a_trace_that_does_not_apply_transfers_nothing(twin, host_target):
     import tvm
     from tvm import te
-    from tvm.s_tir import meta_schedule as ms
 
     a = te.placeholder((8,), name="a")
     other = tvm.IRModule({"main": te.create_prim_func([a, te.compute((8,), lambda i: a[i] * 2, name="double")])})
     first, second = (twin.task_mods[k] for k in _conv_tasks(twin))
-    context = ms.TuneContext(first, target=host_target, space_generator="post-order-apply",
-                             search_strategy="replay-trace", task_name="conv", num_threads=1).clone()
-    context.pre_tuning(2, 2, context.generate_design_space(), ms.database.MemoryDatabase(),
-                       ms.cost_model.RandomModel())
-    traces = [c.sch.trace for c in context.generate_measure_candidates()]  # random samples, post-processed as measured
+    traces = [sch.trace for sch in _samples(first, host_target, 2)]
     assert all(sharing.transfer(trace, second, host_target) is not None for trace in traces)
     # its post-processing steps look for the convolution's loops in an elementwise function: TVM raises
     assert all(sharing.transfer(trace, other, host_target) is None for trace in traces)

@@ -77,12 +77,15 @@ def test_records_are_shared_across_handles_and_filtered_by_target(store, store_u
 
 def test_a_weight_layout_rewrite_record_round_trips(tmp_path, host_target):
     # Tuned with weights marked layout-free (TVM's CPU weight prepacking), a record's trace holds an IndexMap,
-    # which MetaSchedule's Python as_json cannot convert: such records come from stock tuning runs too.
+    # which MetaSchedule's Python as_json cannot convert: such records come from stock tuning runs too. The
+    # store keeps the text MetaSchedule's JSON database writes, and replays it as that database does (which
+    # reads the rewrite's boolean annotation back as an integer).
     import tvm
     from tvm import te
     from tvm.s_tir import meta_schedule as ms
     from tvm_ffi import structural_equal
 
+    from tunewise.stores._database import record_json
     from tunewise.tasks import args_info
 
     a, w = te.placeholder((16, 32), name="a"), te.placeholder((32, 32), name="w")
@@ -100,9 +103,17 @@ def test_a_weight_layout_rewrite_record_round_trips(tmp_path, host_target):
     db.commit_tuning_record(ms.database.TuningRecord(candidate.sch.trace, db.commit_workload(mod), [1e-3],
                                                      host_target, args_info(mod)))
     [back] = stores.StoreDatabase(store).get_top_k(db.commit_workload(mod), 1)
-    replayed = tvm.s_tir.Schedule(mod)
+    (tmp_path / "stock").mkdir()
+    stock = ms.database.JSONDatabase(work_dir=str(tmp_path / "stock"))
+    stock.commit_tuning_record(ms.database.TuningRecord(candidate.sch.trace, stock.commit_workload(mod), [1e-3],
+                                                        host_target, args_info(mod)))
+    [expected] = ms.database.JSONDatabase(work_dir=str(tmp_path / "stock")).get_all_tuning_records()
+    assert record_json(back) == record_json(expected) == store.get_trials()[0].record
+    replayed, stock_replayed = tvm.s_tir.Schedule(mod), tvm.s_tir.Schedule(mod)
     back.trace.apply_to_schedule(replayed, remove_postproc=False)
-    assert structural_equal(replayed.mod, candidate.sch.mod)
+    expected.trace.apply_to_schedule(stock_replayed, remove_postproc=False)
+    assert structural_equal(replayed.mod, stock_replayed.mod)
+    assert "layout_rewrite_preproc" in replayed.mod.script()
     store.close()
 
 

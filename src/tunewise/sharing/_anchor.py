@@ -8,7 +8,8 @@ from scratch spends the trial budget several times on the same convolution.
 The shared computation is the task's *anchor block* (MetaSchedule's term: the block with a reduction and
 the most FLOPs; :func:`anchor_key` gives its structural hash). A schedule tuned for one member moves to
 another by MetaSchedule's ``schedule_using_anchor_trace``: the member's anchor block gets the same tiling,
-parallelisation and vectorisation, and its other blocks are inlined (:func:`transfer`). The session uses
+parallelisation and vectorisation, its other blocks are inlined, and its layout-free weights (at graph level
+``prepack``) are laid out by its own post-processing (:func:`transfer`). The session uses
 that to measure the group's best schedules on a member before searching it (:class:`Offers`): each
 transferred schedule is a real, measured trial of the member, and it is committed to the store under the
 member's own workload, so the member's evolutionary search then starts from it.
@@ -17,6 +18,10 @@ member's own workload, so the member's evolutionary search then starts from it.
 from __future__ import annotations
 
 import math
+
+from tunewise.sharing._transfer import Destination, destination
+
+_PREPROC = "meta_schedule.layout_rewrite_preproc"  # the annotation of a weight layout rewrite's block
 
 
 def anchor_key(mod) -> str:
@@ -38,18 +43,54 @@ def groups(anchors) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(j for j in members.get(key, ()) if j != k) for k, key in enumerate(anchors))
 
 
-def transfer(trace, mod, target):
+def transfer(trace, mod, target, to: Destination | None = None):
     """A schedule of ``mod`` made from ``trace``, a trace tuned for a module with the same anchor block;
-    ``None`` when it does not apply."""
+    ``None`` when it does not apply. ``to`` is ``mod``'s :func:`~tunewise.sharing.destination` on ``target``
+    (read here when not given).
+
+    MetaSchedule's anchor transfer replays the weight layout rewrites of the trace (its ``RewriteLayout``
+    post-processing, on a module with layout-free weights) on the anchor block alone, so ``mod``'s other
+    weights (the bias its epilogue adds) would keep their layout, and a schedule moved to a mate and back would
+    not be the one it was. Those rewrites are left out of the replay (:func:`_without_layout_rewrites`), and
+    ``mod``'s own ``RewriteLayout`` lays out every weight it reads, as it does for the candidates its search
+    measures.
+    """
     import tvm
+    from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.trace_apply import schedule_using_anchor_trace
 
+    to = destination(mod, target) if to is None else to
     sch = tvm.s_tir.Schedule(mod)
     try:
-        schedule_using_anchor_trace(sch, trace, target)
+        schedule_using_anchor_trace(sch, _without_layout_rewrites(trace), target)
+        for postproc in to.postprocs:
+            if isinstance(postproc, ms.postproc.RewriteLayout) and not postproc.apply(sch):
+                return None
     except Exception:  # TVM raises InternalError, ValueError... when the trace does not apply
         return None
     return sch
+
+
+def _without_layout_rewrites(trace):
+    """``trace`` without the weight layout rewrites of its post-processing (MetaSchedule's ``RewriteLayout``:
+    a ``CacheRead`` whose block is annotated ``meta_schedule.layout_rewrite_preproc``, that annotation, and
+    a ``TransformLayout``); ``trace`` itself when it has none."""
+    from tvm.s_tir import Trace
+
+    instructions = list(trace.insts)
+    start = next((i for i, inst in enumerate(instructions) if inst.kind.name == "EnterPostproc"), len(instructions))
+
+    def preproc(inst) -> bool:
+        return inst.kind.name == "Annotate" and str(inst.attrs[0]) == _PREPROC
+
+    blocks = {inst.inputs[0].__chandle__() for inst in instructions[start:] if preproc(inst)}
+    dropped = {i for i, inst in enumerate(instructions[start:], start)
+               if inst.kind.name == "TransformLayout" or preproc(inst)
+               or (inst.kind.name == "CacheRead" and inst.outputs[0].__chandle__() in blocks)}
+    if not dropped:
+        return trace
+    kept = [inst for i, inst in enumerate(instructions) if i not in dropped]
+    return Trace(kept, {inst: trace.decisions[inst] for inst in kept if inst in trace.decisions})
 
 
 class Offers:

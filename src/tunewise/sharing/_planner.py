@@ -56,7 +56,8 @@ class Planner:
         schedules = []
         for candidate, trial in self.offers.pending(k, best, records_of)[:n]:
             self.offers.given(k, candidate)
-            sch = transfer(self.database.record(trial).trace, self.model.task_mods[k], self.model.target)
+            sch = transfer(self.database.record(trial).trace, self.model.task_mods[k], self.model.target,
+                           self._destination(k))
             if sch is not None:
                 schedules.append(sch)
         return schedules

@@ -32,20 +32,30 @@ def target_key(target) -> str | None:
 
 
 def record_json(record) -> str:
-    """MetaSchedule's JSON text of a tuning record, as its JSON database writes it.
+    """MetaSchedule's JSON text of a tuning record, as its JSON database writes it and reads it back, so that a
+    record keeps its text through an export and an import (:mod:`tunewise.stores._exchange`) and is applied
+    alike from the store and from MetaSchedule's files.
 
     ``TuningRecord.as_json`` cannot convert every trace: the weight layout rewrite's ``transform_layout``
     takes an ``IndexMap``, which the C++ database writes as the object's own JSON text (``tvm.ir.save_json``)
-    and reads back from it; so does this.
+    and reads back from it; so does this. Booleans are written as the C++ database writes them: a boolean
+    value (the layout rewrite's ``meta_schedule.layout_rewrite_preproc`` annotation) as an integer, which it
+    reads back as one, and a boolean ``IntImm`` (``transform_layout``'s ``assume_injective_transform``) as
+    ``true`` or ``false``.
     """
     return json.dumps(_plain(tvm.get_global_func("s_tir.meta_schedule.TuningRecordAsJSON")(record)))
 
 
 def _plain(obj):
-    """A TVM container tree as plain JSON values; other TVM objects as their ``save_json`` text."""
-    if obj is None or isinstance(obj, (bool, int, float, str)):
+    """A TVM container tree as the plain JSON values MetaSchedule's JSON database writes for it (see
+    :func:`record_json`); other TVM objects as their ``save_json`` text."""
+    if isinstance(obj, bool):
+        return int(obj)
+    if obj is None or isinstance(obj, (int, float, str)):
         return obj
-    if isinstance(obj, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+    if isinstance(obj, tvm.tirx.IntImm):
+        return bool(obj.value) if str(obj.ty) == "bool" else obj.value
+    if isinstance(obj, tvm.tirx.FloatImm):
         return obj.value
     if isinstance(obj, tvm.ir.Array):
         return [_plain(x) for x in obj]

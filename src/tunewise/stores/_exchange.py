@@ -35,8 +35,21 @@ def export_records(store: Store, run: int, directory: str) -> int:
 
 def _identity(workload: int, target: str | None, record: str, run_secs: tuple[float, ...]) -> tuple:
     """What makes two records the same measurement: workload, target, trace (the record JSON's first item) and
-    the measured seconds."""
-    return workload, target, json.dumps(json.loads(record)[0]), tuple(run_secs)
+    the measured seconds.
+
+    The trace is compared as JSON values with its booleans as the integers they equal: MetaSchedule's JSON
+    format does not keep the two apart (its database writes a boolean annotation as an integer and a boolean
+    attribute as ``true`` or ``false``), and a store may hold traces that write them either way."""
+    return workload, target, _values(json.loads(record)[0]), tuple(run_secs)
+
+
+def _values(value):
+    """A JSON value as a hashable one, booleans as integers."""
+    if isinstance(value, list):
+        return tuple(_values(x) for x in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _values(v)) for k, v in value.items()))
+    return int(value) if isinstance(value, bool) else value
 
 
 def import_records(store: Store, directory: str) -> tuple[int | None, int]:
