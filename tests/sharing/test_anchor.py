@@ -29,11 +29,11 @@ def test_offers_are_the_mates_faster_records_fastest_first_and_made_once():
     assert [c for c, _ in offers.pending(1, math.inf, _records(table))] == ["s"]  # each task keeps its own
 
 
-@pytest.fixture(scope="module", params=["nhwc", "prepack"])
-def twin(request, host_target, measurer):
+def _twin(host_target, level: str, measurer=None):
     """Two 3x3 convolutions of one shape, one with bias + ReLU fused after it, the other with bias + a residual
-    add: two tasks with one anchor block; at graph level ``nhwc``, and at ``prepack``, where their weights and
-    biases are layout-free (a schedule reads them in layouts of its own)."""
+    add: two tasks with one anchor block, at graph ``level`` (at ``prepack`` their weights and biases are
+    layout-free: a schedule reads them in layouts of its own); with a ``measurer``, their default latencies
+    measured."""
     import torch
 
     from tunewise import frontend, tasks
@@ -49,7 +49,15 @@ def twin(request, host_target, measurer):
 
     torch.manual_seed(0)
     imported = frontend.load(Twin().eval(), example_inputs=(torch.randn(1, 8, 16, 16),))
-    return tasks.extract(imported, host_target, level=request.param, measurer=measurer)
+    return tasks.extract(imported, host_target, level=level, measurer=measurer)
+
+
+@pytest.fixture(scope="module")
+def twin(host_target, measurer):
+    """:func:`_twin` at the CPU's default graph level, its default latencies measured."""
+    from tunewise import graph
+
+    return _twin(host_target, graph.default_level(host_target), measurer)
 
 
 def _conv_tasks(model):
@@ -113,15 +121,17 @@ def _laid_out(mod) -> int:
 
 
 @pytest.mark.tvm
-def test_a_schedule_moved_to_a_mate_and_back_is_the_one_it_was(twin, host_target):
+@pytest.mark.parametrize("level, laid_out", [("nhwc", 0), ("prepack", 2)])
+def test_a_schedule_moved_to_a_mate_and_back_is_the_one_it_was(host_target, level, laid_out):
     from tvm_ffi import structural_equal
 
-    first, second = (twin.task_mods[k] for k in _conv_tasks(twin))
+    model = _twin(host_target, level)
+    first, second = (model.task_mods[k] for k in _conv_tasks(model))
     [own] = _samples(second, host_target, 1)
     for sch in _samples(first, host_target, 4):
         there = sharing.transfer(sch.trace, second, host_target)
-        # the mate's weights laid out as its own searched schedules lay them out (bias included): at prepack, two
-        assert _laid_out(there.mod) == _laid_out(own.mod) == _laid_out(sch.mod) == (2 if twin.level == "prepack" else 0)
+        # the mate's weights laid out as its own searched schedules lay them out (bias included)
+        assert _laid_out(there.mod) == _laid_out(own.mod) == _laid_out(sch.mod) == laid_out
         back = sharing.transfer(there.trace, first, host_target)
         assert structural_equal(back.mod, sch.mod)  # so that a task is not given its own schedule to measure again
 
