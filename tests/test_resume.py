@@ -81,10 +81,12 @@ def test_a_killed_owners_run_is_taken_over_by_one_of_two_resumes_and_nothing_is_
     assert [t.slot for t in after] == [s for s in range(TRIALS // PER_SLOT) for _ in range(PER_SLOT)]
     elapsed = [c.elapsed for c in checkpoints]
     assert elapsed == sorted(elapsed)  # tuning time continues from where it stopped
-    # no candidate measured twice: the scheduled modules, rebuilt here from the stored records, all differ
+    # no candidate measured twice: the candidates' keys all differ, and so do the scheduled modules rebuilt here
+    # from the stored records (as MetaSchedule's JSON database replays them: a layout rewrite's boolean
+    # annotation comes back an integer, so they do not hash as the modules measured)
     database = stores.StoreDatabase(store)
     hashes = [module_hash(database.record(t).as_measure_candidate().sch.mod) for t in after]
-    assert hashes == [t.candidate for t in after] and len(set(hashes)) == TRIALS
+    assert len({t.candidate for t in after}) == len(set(hashes)) == TRIALS
     assert store.get_run(run.id).status == stores.FINISHED and store.get_run(run.id).owner is None
     [artifact] = store.get_artifacts(run.id)
     assert artifact.metadata["trials"] == TRIALS and artifact.path == str(tmp_path / "out")
