@@ -83,11 +83,12 @@ def test_time_budget_and_patience_stop_the_run(tiny_mlp, measurer):
                           measurer, store, new_run(store, tiny_mlp), trials_per_slot=3)
     assert run.run().trials == 3  # the budget is checked between slots: the first slot completes
     run = session.Session(tiny_mlp, schedulers.create("sequential"),
-                          session.Budget(max_trials=40, patience=1), measurer, store, new_run(store, tiny_mlp),
+                          session.Budget(max_trials=100, patience=1), measurer, store, new_run(store, tiny_mlp),
                           trials_per_slot=4)
     final = run.run()
-    # patience 1: a task is finished by its first slot that does not improve on its best
-    assert all(t.finished for t in final.tasks) and final.trials < 40
+    # patience 1: a task is finished by its first slot that does not improve on its best (a microsecond kernel
+    # can improve by noise a few slots running: the trial budget leaves room for that)
+    assert all(t.finished for t in final.tasks) and final.trials < 100
 
 
 def test_the_cost_model_learns_from_every_slot(tiny_mlp, measurer):
