@@ -14,11 +14,13 @@ import pytest
 @pytest.fixture(scope="session", autouse=True)
 def _tunewise_folders(tmp_path_factory):
     """Third-party logs of the tests' tunewise calls and processes go to a temporary folder, not the checkout;
-    imported models are cached in one folder of this test session (its pytest-xdist workers together), not the
-    user's."""
+    imported models are cached in one folder of this test session (its pytest-xdist workers together; the
+    folder ``$TUNEWISE_CACHE_DIR`` names when set), not the user's."""
     from tunewise import import_cache, logs
 
     os.environ[logs.LOG_DIR_VARIABLE] = str(tmp_path_factory.mktemp("tunewise-logs"))
+    if os.environ.get(import_cache.CACHE_DIR_VARIABLE):  # given by scripts/test to both of its passes
+        return
     session_folder = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         session_folder = session_folder.parent  # the workers' folders are in the session's
