@@ -286,7 +286,8 @@ def load(source, *, example_inputs=None, input_shapes: dict | None = None, seed:
     kept = import_cache.get(cache_key)  # a zoo model's entry is found without importing the zoo (and torch)
     if kept is not None:
         return ImportedModel(*kept)
-    check_source(source)
+    if not model_file:
+        check_source(source)  # an unknown name is refused here: a known one had no entry
     imported = _import_named(source, input_shapes=input_shapes, seed=seed)
     import_cache.put(cache_key, imported)
     return imported
