@@ -27,8 +27,10 @@ def pace(*slots: tuple[bool, float, int, float]) -> SlotPace:
     return p
 
 
-def test_a_slot_runs_whole_when_nothing_is_known_and_time_is_left():
-    assert SlotPace().trials_that_fit(1e-3, 16, searching=False) == 16
+def test_a_runs_first_slot_of_either_kind_needs_the_search_prior():
+    for searching in (False, True):
+        assert SlotPace(search_prior=15.0).trials_that_fit(14.0, 16, searching=searching) == 0
+        assert SlotPace(search_prior=15.0).trials_that_fit(15.0, 16, searching=searching) == 16
     assert SlotPace().trials_that_fit(0.0, 16, searching=False) == 0
 
 

@@ -64,6 +64,38 @@ def test_a_job_past_its_time_limit_or_one_that_kills_its_worker_fails_alone():
         os.kill(last, 0)  # the pool's processes end with it
 
 
+def _parent_after(seconds: float) -> tuple[int, int]:
+    time.sleep(seconds)
+    return os.getpid(), os.getppid()
+
+
+def _both_workers(pool) -> list[tuple[int, int]]:
+    """``(pid, parent pid)`` of the two workers of ``pool``, each given a job at once."""
+    jobs = [pool.submit(_parent_after, 0.5), pool.submit(_parent_after, 0.0)]
+    return [job.result() for job in jobs]
+
+
+def test_workers_are_forks_of_one_zygote_started_again_once_it_ended():
+    """The workers are forked by one process that imported TVM (the zygote), not started by this one; a worker
+    outlives a zygote that ended, and the next worker needed starts another zygote."""
+    import psutil
+
+    pool = WorkerPool(2)
+    try:
+        (worker, zygote), (other, other_zygote) = _both_workers(pool)
+        assert zygote == other_zygote != os.getpid() and worker != other
+        assert "tunewise._worker_entry" in psutil.Process(zygote).cmdline()
+        os.kill(zygote, signal.SIGKILL)
+        assert {pid for pid, _ in _both_workers(pool)} == {worker, other}  # they still serve
+        with pytest.raises(ChildProcessError):
+            pool.submit(_die).result()
+        pids = dict(_both_workers(pool))
+        [new] = set(pids) - {worker, other}
+        assert pids[new] != zygote and "tunewise._worker_entry" in psutil.Process(pids[new]).cmdline()
+    finally:
+        pool.shutdown()
+
+
 def test_a_pool_given_back_serves_the_next_borrower_started_alike_and_one_busy_is_shut_down(monkeypatch):
     from tunewise import workers
 

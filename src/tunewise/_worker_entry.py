@@ -1,17 +1,74 @@
-"""The program of a :mod:`tunewise.workers` process: TVM's popen worker loop, in an interpreter that ignores
-SIGINT from its start (:func:`tunewise.interrupts.ignore_in_worker`) and where ``import torch`` fails (TVM's
-FFI then skips PyTorch)."""
+"""The program of a :mod:`tunewise.workers` zygote: ``python -m tunewise._worker_entry SOCKET``.
 
+It ignores SIGINT from its start (:func:`tunewise.interrupts.ignore_in_worker`), blocks ``import torch`` (TVM's
+FFI then skips PyTorch), imports TVM and its MetaSchedule once, then serves the Unix socket whose
+descriptor is SOCKET: each request carries four descriptors (the job pipe's read end, the result pipe's write
+end, the standard output and error the worker is to have), and is answered with the pid of a worker forked for
+it, running TVM's popen worker loop on those pipes. The zygote ends when the socket closes; its workers end when
+their pipes close.
+"""
+
+import os
+import signal
+import socket
+import struct
 import sys
+import traceback
+
+PID = struct.Struct("<q")
+"""How the zygote answers a request: the worker's pid."""
+
+
+def serve(sock: socket.socket) -> None:
+    """Fork a worker for every request on ``sock`` until it closes."""
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the workers are reaped as they end
+    while True:
+        try:
+            _, fds, _, _ = socket.recv_fds(sock, 1, 4)
+        except OSError:
+            return
+        if len(fds) != 4:  # the socket closed
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            _work(*fds)
+        for fd in fds:
+            os.close(fd)
+        sock.sendall(PID.pack(pid))
+
+
+def _work(read: int, write: int, stdout: int, stderr: int) -> None:
+    """A forked worker: TVM's popen worker loop on the pipes ``read`` and ``write``, its output to ``stdout``
+    and ``stderr``; never returns."""
+    from tvm.exec import popen_worker
+
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # a job waits for the compilers it starts
+    for fd, target in ((stdout, 1), (stderr, 2)):
+        os.dup2(fd, target)
+        os.close(fd)
+    sys.argv = [sys.argv[0], str(read), str(write)]
+    code = 0
+    try:
+        popen_worker.main()
+    except OSError:  # the parent went away
+        pass
+    except BaseException:  # noqa: BLE001 (a forked process must not return into the zygote's loop)
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
 
 if __name__ == "__main__":
     from tunewise import interrupts
 
-    interrupts.ignore_in_worker()  # first: a Ctrl-C while TVM is imported would kill the worker
+    interrupts.ignore_in_worker()  # first: a Ctrl-C while TVM is imported would kill the zygote
     sys.modules.setdefault("torch", None)
-    from tvm.exec.popen_worker import main
+    import tvm.exec.popen_worker  # noqa: F401
+    from tvm.s_tir import meta_schedule  # noqa: F401  (what the builders' and runners' jobs use)
 
-    try:
-        main()
-    except OSError:  # the parent went away
-        pass
+    serve(socket.socket(fileno=int(sys.argv[1])))

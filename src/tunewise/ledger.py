@@ -224,13 +224,18 @@ class Ledger:
         self.decision_seconds += self.last_decision
         if task is None:
             return None
-        n = slot_size(snapshot, snapshot.tasks[task])
-        if self.pace is not None:
-            fits = self.pace.trials_that_fit(self.seconds_left(), n, searching=self._searching(task, n))
-            if fits == 0:
-                return None  # not one more trial has time to finish
-            n = fits
+        n = self.trials_that_fit(task, slot_size(snapshot, snapshot.tasks[task]))
+        if n == 0:
+            return None  # not one more trial has time to finish
         return self._open(task, n)
+
+    def trials_that_fit(self, task: int, n: int) -> int:
+        """How many of ``n`` trials a slot of ``task`` can take and still end in the time left, as its
+        :class:`~tunewise.timebudget.SlotPace` predicts (0 when not one can); ``n`` without a pace (the time
+        limits are then checked between slots)."""
+        if self.pace is None:
+            return n
+        return self.pace.trials_that_fit(self.seconds_left(), n, searching=self._searching(task, n))
 
     def _transfer_slot(self, snapshot: Snapshot, task: int) -> Slot | None:
         n = min(self.members.top, slot_size(snapshot, snapshot.tasks[task]))

@@ -253,13 +253,14 @@ class Session:
 
     def _open(self) -> None:
         """Slot 0 of a new run, to the heaviest task by FLOPs, with the default latencies measured after its
-        candidates (:meth:`_run_slot`); only the default latencies when no time is left for a slot."""
+        candidates (:meth:`_run_slot`); only the default latencies when the time left has no room for a slot."""
         snapshot = self.snapshot()
         first = schedulers.heaviest_by_flops(snapshot.tasks)
-        if self.ledger.seconds_left() <= 0:
+        n = self.ledger.trials_that_fit(first.index, slot_size(snapshot, first))
+        if n == 0:
             self._measure_defaults()
             return
-        self._run_slot(Slot(0, first.index, slot_size(snapshot, first)), opening=True)
+        self._run_slot(Slot(0, first.index, n), opening=True)
 
     def _run_slot(self, slot: Slot, *, opening: bool = False) -> None:
         """Propose, measure and record ``slot``. An ``opening`` slot (the ledger did not hand it out) is followed

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 from tunewise import timing
 
-# fresh processes of tunewise.timing, measured on a busy 2-core machine: importing TVM and loading both
-# libraries took about 3 s; importing PyTorch and onnxruntime and exporting a zoo model to ONNX 3-5 s
+# the fresh processes that time the models: the compiled ones' (forked by tunewise.workers' zygote, loading
+# both libraries) took 1.0-1.3 s beyond their rounds on an idle 2-core machine, and 3 s with the zygote's own
+# start (importing TVM); the references' (importing PyTorch and onnxruntime, exporting a zoo model to ONNX)
+# 3-5 s on a busy one
 TIMING_PROCESS_SECONDS = 4.0
 REFERENCES_PROCESS_SECONDS = 6.0
 FIRST_SLOT_SECONDS = 15.0
@@ -78,7 +80,7 @@ class SlotPace:
     cautious: the largest fixed part of the last ``window`` slots of the same kind, plus the mean cost per
     trial over the last ``window`` slots. Before any searching slot has ended, one is taken to have a fixed part
     of ``search_prior`` seconds (:data:`FIRST_SLOT_SECONDS`); before any other slot has ended, the others are
-    predicted as searching ones, or not at all while no slot has ended.
+    predicted as searching ones: so a run's first slot, of either kind, needs ``search_prior`` seconds.
 
     >>> pace = SlotPace()
     >>> pace.record(searching=False, fixed=4.0, trials=16, measure_seconds=8.0)
@@ -100,27 +102,23 @@ class SlotPace:
         if trials > 0:
             self._per_trial = [*self._per_trial, measure_seconds / trials][-self.window:]
 
-    def predict(self, trials: int, *, searching: bool) -> float | None:
-        """Seconds a slot of ``trials`` trials is expected to take; ``None`` for a slot that does not search
-        before any slot ended."""
+    def predict(self, trials: int, *, searching: bool) -> float:
+        """Seconds a slot of ``trials`` trials is expected to take."""
         if self._fixed[searching]:
             fixed = max(self._fixed[searching])
-        elif searching:
-            fixed = self.search_prior
         elif self._fixed[True]:
             fixed = max(self._fixed[True])
         else:
-            return None
+            fixed = self.search_prior
         per_trial = statistics.fmean(self._per_trial) if self._per_trial else 0.0
         return fixed + trials * per_trial
 
     def trials_that_fit(self, seconds_left: float, trials: int, *, searching: bool) -> int:
         """The most trials, up to ``trials``, that a slot can take and still end within ``seconds_left``: 0
-        when not even one fits (or no time is left); ``trials`` when nothing predicts the slot yet."""
+        when not even one fits (or no time is left)."""
         if seconds_left <= 0:
             return 0
-        whole = self.predict(trials, searching=searching)
-        if whole is None or whole <= seconds_left:
+        if self.predict(trials, searching=searching) <= seconds_left:
             return trials
         fixed = self.predict(0, searching=searching)
         per_trial = self.predict(1, searching=searching) - fixed

@@ -91,17 +91,23 @@ def _run_worker(spec: dict, directory: str) -> dict:
 
 def time_models(models, inputs, rounds: int = ROUNDS) -> tuple[list[float], int]:
     """Median latencies (seconds) of :class:`~tunewise.compile.CompiledModel` objects (one target) on
-    ``inputs``, timed in turn, round after round, in one fresh process, and the number of rounds
-    (:func:`rounds_for`, ``rounds`` at most)."""
+    ``inputs``, timed in turn, round after round, in one fresh process (a :mod:`tunewise.workers` process,
+    forked for it and ended after it), and the number of rounds (:func:`rounds_for`, ``rounds`` at most)."""
+    from tunewise import workers
+
     with tempfile.TemporaryDirectory(prefix="tunewise-timing-") as directory:
         libraries = []
         for i, model in enumerate(models):
             libraries.append(os.path.join(directory, f"model{i}.so"))
             model.executable.export_library(libraries[-1])
-        np.savez(os.path.join(directory, "inputs.npz"), *inputs)
-        result = _run_worker({"kind": "tvm", "libraries": libraries, "target": str(models[0].target),
-                              "inputs": os.path.join(directory, "inputs.npz"), "rounds": rounds}, directory)
-    return result["latencies"], result["rounds"]
+        pool = workers.WorkerPool(1)
+        try:
+            result = pool.submit(_time_tvm, libraries, str(models[0].target), list(inputs), rounds).result()
+        except Exception as err:  # noqa: BLE001 (the process's error, its traceback in the text)
+            raise RuntimeError(f"the timing process failed: {message_line(err, last=True)}") from None
+        finally:
+            pool.shutdown()
+    return result
 
 
 def time_compiled(untuned, tuned, inputs, rounds: int = ROUNDS) -> tuple[float, float, int]:
@@ -198,28 +204,29 @@ def _median_round_time(call, sync=lambda: None) -> float:
     return statistics.median(means)
 
 
-def _time_tvm(spec: dict, inputs: list[np.ndarray]) -> dict:
+def _time_tvm(libraries: list[str], target: str, inputs: list[np.ndarray], rounds: int) -> tuple[list[float], int]:
+    """:func:`time_models` in its process: the exported ``libraries`` for ``target`` (its JSON)."""
     import tvm
     from tvm import relax
 
     from tunewise import tvm_env
 
-    target = tvm.target.Target(json.loads(spec["target"]))
+    target = tvm.target.Target(json.loads(target))
     device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
     tvm_env.use_target_threads(target)
     evaluators, args, slowest = [], [tvm.runtime.tensor(x, device) for x in inputs], 0.0
-    for library in spec["libraries"]:
+    for library in libraries:
         vm = relax.VirtualMachine(tvm.runtime.load_module(library), device)
         evaluators.append(vm.time_evaluator("main", device, number=1, repeat=1, min_repeat_ms=ROUND_MS))
         start = time.perf_counter()
         vm["main"](*args)  # warm-up
         device.sync()
         slowest = max(slowest, time.perf_counter() - start)
-    rounds: list[list[float]] = [[] for _ in evaluators]
-    for _ in range(rounds_for(slowest, spec["rounds"])):
-        for samples, evaluator in zip(rounds, evaluators, strict=True):
-            samples.append(float(evaluator(*args).mean))
-    return {"latencies": [statistics.median(samples) for samples in rounds], "rounds": len(rounds[0])}
+    samples: list[list[float]] = [[] for _ in evaluators]
+    for _ in range(rounds_for(slowest, rounds)):
+        for timed, evaluator in zip(samples, evaluators, strict=True):
+            timed.append(float(evaluator(*args).mean))
+    return [statistics.median(timed) for timed in samples], len(samples[0])
 
 
 REFERENCES = {"torch_eager": "PyTorch eager", "onnxruntime": "onnxruntime",
@@ -354,11 +361,7 @@ def _main(spec_path: str) -> None:
         spec = json.load(f)
     with np.load(spec["inputs"]) as saved:
         inputs = [saved[f"arr_{i}"] for i in range(len(saved.files))]
-    if spec["kind"] == "tvm":
-        # TVM's FFI imports PyTorch whenever it is installed (2 s here); timing TVM's libraries needs none of it
-        sys.modules.setdefault("torch", None)
-        result = _time_tvm(spec, inputs)
-    elif spec["kind"] == "gpu-references":
+    if spec["kind"] == "gpu-references":
         result = _time_gpu_references(spec, inputs)
     else:
         result = _time_references(spec, inputs)

@@ -1,34 +1,37 @@
 """Worker processes for TVM's part of tuning (building and running candidates), started without PyTorch.
 
 TVM's FFI imports PyTorch whenever it is installed: 2 s of CPU and 200 MB in every process here, and nothing
-a worker does needs it. :class:`WorkerPool` runs jobs in TVM's popen workers (fresh interpreters, not forks of
-this one; a time limit per job, and a worker that runs past it or dies is replaced at its next job) whose
-processes run :mod:`tunewise._worker_entry`: TVM's worker loop in an interpreter that cannot import PyTorch
-and ignores SIGINT (the tuning process decides when to stop, and a Ctrl-C to the process group leaves the
-jobs in flight intact).
+a worker does needs it. :class:`WorkerPool` runs jobs in TVM's popen workers (a time limit per job, and a
+worker that runs past it or dies is replaced at its next job). Their processes are forked by a zygote
+(:mod:`tunewise._worker_entry`): a fresh interpreter, not a fork of this one, that cannot import PyTorch,
+ignores SIGINT (the tuning process decides when to stop, and a Ctrl-C to the process group leaves the jobs in
+flight intact) and imported TVM once, so that a worker costs a fork instead of an interpreter importing TVM.
 
 A process keeps the pools it is done with (:func:`give_back`) for the next one that would start the same
 processes (:func:`borrow`): every ``tunewise.tune`` in a notebook or test process after the first finds its
-builders and runner started, instead of three fresh interpreters importing TVM.
+builders and runner started.
 """
 
 from __future__ import annotations
 
 import atexit
 import concurrent.futures as cf
+import contextlib
 import os
+import signal
+import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
 
+import psutil
 from tvm.support.popen_pool import PopenWorker
 
 
 class _Worker(PopenWorker):
-    """A TVM popen worker whose process is :mod:`tunewise._worker_entry`, importing what this process can. A
-    kill while the process starts (a pool shut down as it starts its workers) waits for the start, then kills
-    it."""
+    """A TVM popen worker whose process is forked by this process's :class:`_Zygote`. A kill while the process
+    starts (a pool shut down as it starts its workers) waits for the start, then kills it."""
 
     def __init__(self, *args, **kwargs):
         self._starting = threading.RLock()
@@ -44,15 +47,119 @@ class _Worker(PopenWorker):
                 return
             parent_read, child_write = os.pipe()
             child_read, parent_write = os.pipe()
-            search_path = os.pathsep.join(p for p in sys.path if p)
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "tunewise._worker_entry", str(child_read), str(child_write)],
-                pass_fds=(child_read, child_write), stdout=self._stdout, stderr=self._stderr,
-                env={**os.environ, "PYTHONPATH": search_path})
-            os.close(child_read)
-            os.close(child_write)
+            try:
+                self._proc = _fork(child_read, child_write, self._stdout, self._stderr)
+            finally:
+                os.close(child_read)
+                os.close(child_write)
             self._reader = os.fdopen(parent_read, "rb")
             self._writer = os.fdopen(parent_write, "wb")
+
+
+class _Forked:
+    """A worker the zygote forked, standing for the ``subprocess.Popen`` TVM's popen worker keeps: the
+    zygote's child, not this process's, so it is watched by its pid."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+    def poll(self) -> int | None:
+        """``None`` while the process runs (its exit status is the zygote's to collect: -9 once it ended)."""
+        try:
+            running = psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            running = False
+        return None if running else -signal.SIGKILL
+
+    def wait(self, timeout: float | None = None) -> int:
+        try:
+            psutil.Process(self.pid).wait(timeout)
+        except psutil.NoSuchProcess:
+            pass
+        except psutil.TimeoutExpired:
+            raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout) from None
+        return -signal.SIGKILL
+
+
+class _Zygote:
+    """A process that imported TVM once (:mod:`tunewise._worker_entry`) and forks the workers: a worker is ready
+    in milliseconds instead of a fresh interpreter importing TVM for 2 CPU-seconds. It inherits this process's
+    environment, search path and CPU affinity as they are when it starts, and so do its workers."""
+
+    def __init__(self):
+        mine, theirs = socket.socketpair()
+        search_path = os.pathsep.join(p for p in sys.path if p)
+        with theirs:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "tunewise._worker_entry", str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                env={**os.environ, "PYTHONPATH": search_path})
+        self._socket = mine
+        self._lock = threading.Lock()
+
+    def fork(self, fds: list[int]) -> int:
+        """The pid of a worker forked with the descriptors ``fds`` (job pipe, result pipe, output, error)."""
+        from tunewise._worker_entry import PID
+
+        with self._lock:
+            socket.send_fds(self._socket, [b"w"], fds)
+            answer = self._socket.recv(PID.size, socket.MSG_WAITALL)
+        if len(answer) != PID.size:
+            raise ChildProcessError("the worker zygote ended")
+        return PID.unpack(answer)[0]
+
+    def close(self) -> None:
+        self._socket.close()
+        try:
+            self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+
+_zygotes: dict[tuple, _Zygote] = {}  # by the state their processes were started in (:func:`_inherited`)
+_zygotes_lock = threading.Lock()
+
+
+def _fork(read: int, write: int, stdout, stderr) -> _Forked:
+    """A worker on the pipes ``read`` and ``write``, its output ``stdout`` and ``stderr`` as ``subprocess.Popen``
+    takes them (``None``: this process's now), forked by the zygote started as a fresh process would be now; a
+    zygote that ended is started again."""
+    streams = [_descriptor(stdout, 1), _descriptor(stderr, 2)]
+    try:
+        state = _inherited()
+        for attempt in range(2):
+            with _zygotes_lock:
+                if state not in _zygotes:
+                    _zygotes[state] = _Zygote()
+                zygote = _zygotes[state]
+            try:
+                return _Forked(zygote.fork([read, write, *(fd for fd, _ in streams)]))
+            except (ChildProcessError, OSError):
+                with _zygotes_lock:
+                    if _zygotes.get(state) is zygote:
+                        del _zygotes[state]
+                zygote.close()
+                if attempt:
+                    raise
+    finally:
+        for fd, opened in streams:
+            if opened:
+                os.close(fd)
+
+
+def _descriptor(stream, default: int) -> tuple[int, bool]:
+    """The file descriptor of ``stream`` as ``subprocess.Popen`` takes it (``None`` for ``default``), and whether
+    it was opened here."""
+    if stream is None:
+        return default, False
+    if stream == subprocess.DEVNULL:
+        return os.open(os.devnull, os.O_WRONLY), True
+    return (stream if isinstance(stream, int) else stream.fileno()), False
+
 
 class WorkerPool:
     """``workers`` worker processes, each job given ``timeout`` seconds (``None``: no limit). ``stderr`` is the
@@ -130,12 +237,17 @@ of TVM's kernels, its CUDA compiler, where the tools are. Libraries set others a
 ``KMP_*``, say); those do not make a new pool."""
 
 
-def _starting_state(workers: int, timeout: float | None, stderr) -> tuple:
-    """What a new pool's processes would be started with: its size and limit, and the environment
-    (:data:`_READ_BY_WORKERS`), search path and CPU affinity they inherit from this process."""
+def _inherited() -> tuple:
+    """What processes started now inherit from this process: the environment (:data:`_READ_BY_WORKERS`), search
+    path and CPU affinity."""
     environment = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(_READ_BY_WORKERS)))
     affinity = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
-    return workers, timeout, stderr, environment, tuple(sys.path), affinity
+    return environment, tuple(sys.path), affinity
+
+
+def _starting_state(workers: int, timeout: float | None, stderr) -> tuple:
+    """What a new pool's processes would be started with: its size and limit, and what they inherit."""
+    return workers, timeout, stderr, *_inherited()
 
 
 def borrow(workers: int, *, timeout: float | None = None, stderr=None) -> WorkerPool:
@@ -172,3 +284,8 @@ def _shut_down_kept() -> None:
         _kept.clear()
     for pool in pools:
         pool.shutdown()
+    with _zygotes_lock:
+        zygotes = list(_zygotes.values())
+        _zygotes.clear()
+    for zygote in zygotes:
+        zygote.close()
