@@ -3,7 +3,9 @@ the tracker hands out, and an unreachable tracker, an unknown key or a malformed
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -32,7 +34,7 @@ def tracker():
     port = free_port()
     started = [subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port",
                                  str(port), "--port-end", str(port + 1)], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)]
+                                stderr=subprocess.DEVNULL, start_new_session=True)]
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -46,14 +48,15 @@ def tracker():
         started.append(subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1",
                                          "--port", str(server), "--port-end", str(server + 1), "--tracker",
                                          f"127.0.0.1:{port}", "--key", KEY],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True))
         while KEY not in str(rpc.connect_tracker("127.0.0.1", port).summary().get("queue_info", {})):
             assert time.monotonic() < deadline, "the RPC server did not register"
             time.sleep(0.5)
         yield "127.0.0.1", port
     finally:
-        for process in reversed(started):
-            process.kill()
+        for process in reversed(started):  # each with the processes it started (the server's worker)
+            os.killpg(process.pid, signal.SIGKILL)
             process.wait()
 
 
