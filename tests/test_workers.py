@@ -157,3 +157,43 @@ def test_a_worker_killed_while_its_process_starts_is_killed_once_started(monkeyp
     killing.join(10)
     assert errors == [] and worker._proc is None
     assert procs[0].wait(timeout=10) is not None  # the process is gone
+
+
+_FORKING_PROGRAM = """
+import json, os, sys
+import psutil
+from tunewise import tvm_env
+tvm_env.import_tvm()
+from tunewise import workers
+forked = workers.fork_zygote()
+os.environ["TUNEWISE_TEST_LATE"] = "set after the fork"
+
+def probe():
+    return os.getpid(), os.getppid(), repr(sys.modules.get("torch", "never imported")), \\
+        os.environ.get("TUNEWISE_TEST_LATE")
+
+pool = workers.WorkerPool(1)
+try:
+    pid, parent, torch, late = pool.submit(probe).result()
+finally:
+    pool.shutdown()
+print(json.dumps({"forked": forked, "again": workers.fork_zygote(), "me": os.getpid(), "pid": pid,
+                  "parent": parent, "grandparent": psutil.Process(parent).ppid(), "torch": torch, "late": late}))
+"""
+
+
+def test_a_program_that_imported_tvm_forks_its_zygote_from_itself():
+    """As the ``tunewise`` program does: the zygote is the program's own child, forked once; its workers get
+    PyTorch blocked and the environment of the moment they are asked for."""
+    import json
+    import subprocess
+
+    import psutil
+
+    proc = subprocess.run([sys.executable, "-c", _FORKING_PROGRAM], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    assert seen["forked"] and not seen["again"]
+    assert seen["grandparent"] == seen["me"] != seen["parent"]  # the worker's parent: the program's child
+    assert seen["torch"] == "None" and seen["late"] == "set after the fork"
+    assert not psutil.pid_exists(seen["parent"])  # the zygote ended with its program

@@ -3,11 +3,13 @@
 It ignores SIGINT from its start (:func:`tunewise.interrupts.ignore_in_worker`), blocks ``import torch`` (TVM's
 FFI then skips PyTorch), imports TVM and its MetaSchedule once, then serves the Unix socket whose
 descriptor is SOCKET: each request carries four descriptors (the job pipe's read end, the result pipe's write
-end, the standard output and error the worker is to have), and is answered with the pid of a worker forked for
-it, running TVM's popen worker loop on those pipes. The zygote ends when the socket closes; its workers end when
-their pipes close.
+end, the standard output and error the worker is to have) and what the worker inherits (environment, search
+path, CPU affinity), and is answered with the pid of a worker forked for it, running TVM's popen worker loop on
+those pipes. The zygote ends when the socket closes; its workers end when their pipes close. A process that has
+imported TVM (without PyTorch) may also fork its zygote from itself (:func:`tunewise.workers.fork_zygote`).
 """
 
+import json
 import os
 import signal
 import socket
@@ -17,14 +19,16 @@ import traceback
 
 PID = struct.Struct("<q")
 """How the zygote answers a request: the worker's pid."""
+REQUEST_BYTES = 1 << 20
+"""The most a request's text may take."""
 
 
 def serve(sock: socket.socket) -> None:
-    """Fork a worker for every request on ``sock`` until it closes."""
+    """Fork a worker for every request on ``sock`` (a ``SOCK_SEQPACKET`` socket) until it closes."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the workers are reaped as they end
     while True:
         try:
-            _, fds, _, _ = socket.recv_fds(sock, 1, 4)
+            request, fds, _, _ = socket.recv_fds(sock, REQUEST_BYTES, 4)
         except OSError:
             return
         if len(fds) != 4:  # the socket closed
@@ -34,21 +38,27 @@ def serve(sock: socket.socket) -> None:
         pid = os.fork()
         if pid == 0:
             sock.close()
-            _work(*fds)
+            _work(*fds, json.loads(request))
         for fd in fds:
             os.close(fd)
         sock.sendall(PID.pack(pid))
 
 
-def _work(read: int, write: int, stdout: int, stderr: int) -> None:
+def _work(read: int, write: int, stdout: int, stderr: int, inherited: dict) -> None:
     """A forked worker: TVM's popen worker loop on the pipes ``read`` and ``write``, its output to ``stdout``
-    and ``stderr``; never returns."""
+    and ``stderr``, with the ``environment``, search ``path`` and CPU ``affinity`` of ``inherited`` (what a
+    process started by the requester would inherit from it now); never returns."""
     from tvm.exec import popen_worker
 
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # a job waits for the compilers it starts
     for fd, target in ((stdout, 1), (stderr, 2)):
         os.dup2(fd, target)
         os.close(fd)
+    os.environ.clear()
+    os.environ.update(inherited["environment"])
+    sys.path[:] = inherited["path"]
+    if inherited["affinity"]:
+        os.sched_setaffinity(0, inherited["affinity"])
     sys.argv = [sys.argv[0], str(read), str(write)]
     code = 0
     try:

@@ -564,12 +564,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """The ``tunewise`` program: :func:`main`, then exit; TVM imported first, without PyTorch
-    (:func:`tunewise.tvm_env.import_tvm`). The interpreter's last garbage collection, over the millions of objects
-    TVM and PyTorch leave, takes one to two seconds and frees nothing the exit would not, so those objects are
-    frozen out of it."""
+    (:func:`tunewise.tvm_env.import_tvm`), and the worker processes' zygote forked from this process then
+    (:func:`tunewise.workers.fork_zygote`: no worker imports TVM again). The interpreter's last garbage
+    collection, over the millions of objects TVM and PyTorch leave, takes one to two seconds and frees nothing
+    the exit would not, so those objects are frozen out of it."""
     from tunewise import tvm_env
 
     tvm_env.import_tvm()
+    from tunewise import workers  # imports TVM: after import_tvm
+
+    workers.fork_zygote()
     code = main()
     gc.freeze()
     sys.exit(code)

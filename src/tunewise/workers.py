@@ -2,10 +2,11 @@
 
 TVM's FFI imports PyTorch whenever it is installed: 2 s of CPU and 200 MB in every process here, and nothing
 a worker does needs it. :class:`WorkerPool` runs jobs in TVM's popen workers (a time limit per job, and a
-worker that runs past it or dies is replaced at its next job). Their processes are forked by a zygote
-(:mod:`tunewise._worker_entry`): a fresh interpreter, not a fork of this one, that cannot import PyTorch,
-ignores SIGINT (the tuning process decides when to stop, and a Ctrl-C to the process group leaves the jobs in
-flight intact) and imported TVM once, so that a worker costs a fork instead of an interpreter importing TVM.
+worker that runs past it or dies is replaced at its next job). Their processes are forked by this process's
+zygote (:mod:`tunewise._worker_entry`), a process that imported TVM once, cannot import PyTorch and ignores
+SIGINT (the tuning process decides when to stop, and a Ctrl-C to the process group leaves the jobs in flight
+intact): a fresh interpreter started on the first worker, or a fork of the ``tunewise`` program as it starts
+(:func:`fork_zygote`). A worker so costs a fork instead of an interpreter importing TVM.
 
 A process keeps the pools it is done with (:func:`give_back`) for the next one that would start the same
 processes (:func:`borrow`): every ``tunewise.tune`` in a notebook or test process after the first finds its
@@ -17,6 +18,7 @@ from __future__ import annotations
 import atexit
 import concurrent.futures as cf
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -87,26 +89,53 @@ class _Forked:
 
 class _Zygote:
     """A process that imported TVM once (:mod:`tunewise._worker_entry`) and forks the workers: a worker is ready
-    in milliseconds instead of a fresh interpreter importing TVM for 2 CPU-seconds. It inherits this process's
-    environment, search path and CPU affinity as they are when it starts, and so do its workers."""
+    in milliseconds instead of a fresh interpreter importing TVM for 2 CPU-seconds. Each worker gets the
+    environment, search path and CPU affinity of this process at its request."""
 
-    def __init__(self):
-        mine, theirs = socket.socketpair()
+    def __init__(self, process, sock: socket.socket):
+        self._process, self._socket = process, sock
+        self._lock = threading.Lock()
+
+    @classmethod
+    def start(cls) -> _Zygote:
+        """A zygote in a fresh interpreter."""
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         search_path = os.pathsep.join(p for p in sys.path if p)
         with theirs:
-            self._process = subprocess.Popen(
+            process = subprocess.Popen(
                 [sys.executable, "-m", "tunewise._worker_entry", str(theirs.fileno())], pass_fds=(theirs.fileno(),),
                 env={**os.environ, "PYTHONPATH": search_path})
-        self._socket = mine
-        self._lock = threading.Lock()
+        return cls(process, mine)
+
+    @classmethod
+    def fork_here(cls) -> _Zygote:
+        """A zygote forked from this process, which has imported TVM and runs no other thread."""
+        from tunewise import _worker_entry, interrupts
+
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                mine.close()
+                interrupts.ignore_in_worker()
+                sys.modules["torch"] = None  # the workers' jobs never import it (TVM's FFI would)
+                _worker_entry.serve(theirs)
+            finally:
+                os._exit(0)
+        theirs.close()
+        return cls(_Forked(pid), mine)
 
     def fork(self, fds: list[int]) -> int:
         """The pid of a worker forked with the descriptors ``fds`` (job pipe, result pipe, output, error)."""
         from tunewise._worker_entry import PID
 
+        inherited = {"environment": dict(os.environ), "path": sys.path,
+                     "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []}
         with self._lock:
-            socket.send_fds(self._socket, [b"w"], fds)
-            answer = self._socket.recv(PID.size, socket.MSG_WAITALL)
+            socket.send_fds(self._socket, [json.dumps(inherited).encode()], fds)
+            answer = self._socket.recv(PID.size)
         if len(answer) != PID.size:
             raise ChildProcessError("the worker zygote ended")
         return PID.unpack(answer)[0]
@@ -120,28 +149,42 @@ class _Zygote:
             self._process.wait()
 
 
-_zygotes: dict[tuple, _Zygote] = {}  # by the state their processes were started in (:func:`_inherited`)
-_zygotes_lock = threading.Lock()
+_zygote: _Zygote | None = None  # this process's
+_zygote_lock = threading.Lock()
+
+
+def fork_zygote() -> bool:
+    """Fork this process's zygote from this process now, if it has imported TVM but not PyTorch, runs no other
+    thread and has no zygote yet: its workers then cost no import of TVM at all. The ``tunewise`` program does
+    so as it starts. Whether it forked one."""
+    global _zygote
+    if "tvm" not in sys.modules or sys.modules.get("torch") is not None or threading.active_count() != 1:
+        return False
+    with _zygote_lock:
+        if _zygote is not None:
+            return False
+        _zygote = _Zygote.fork_here()
+    return True
 
 
 def _fork(read: int, write: int, stdout, stderr) -> _Forked:
     """A worker on the pipes ``read`` and ``write``, its output ``stdout`` and ``stderr`` as ``subprocess.Popen``
-    takes them (``None``: this process's now), forked by the zygote started as a fresh process would be now; a
-    zygote that ended is started again."""
+    takes them (``None``: this process's now), forked by this process's zygote (started now if it has none, or
+    again if it ended)."""
+    global _zygote
     streams = [_descriptor(stdout, 1), _descriptor(stderr, 2)]
     try:
-        state = _inherited()
         for attempt in range(2):
-            with _zygotes_lock:
-                if state not in _zygotes:
-                    _zygotes[state] = _Zygote()
-                zygote = _zygotes[state]
+            with _zygote_lock:
+                if _zygote is None:
+                    _zygote = _Zygote.start()
+                zygote = _zygote
             try:
                 return _Forked(zygote.fork([read, write, *(fd for fd, _ in streams)]))
             except (ChildProcessError, OSError):
-                with _zygotes_lock:
-                    if _zygotes.get(state) is zygote:
-                        del _zygotes[state]
+                with _zygote_lock:
+                    if _zygote is zygote:
+                        _zygote = None
                 zygote.close()
                 if attempt:
                     raise
@@ -237,17 +280,12 @@ of TVM's kernels, its CUDA compiler, where the tools are. Libraries set others a
 ``KMP_*``, say); those do not make a new pool."""
 
 
-def _inherited() -> tuple:
-    """What processes started now inherit from this process: the environment (:data:`_READ_BY_WORKERS`), search
-    path and CPU affinity."""
+def _starting_state(workers: int, timeout: float | None, stderr) -> tuple:
+    """What a new pool's processes would be started with: its size and limit, and the environment
+    (:data:`_READ_BY_WORKERS`), search path and CPU affinity they inherit from this process."""
     environment = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(_READ_BY_WORKERS)))
     affinity = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
-    return environment, tuple(sys.path), affinity
-
-
-def _starting_state(workers: int, timeout: float | None, stderr) -> tuple:
-    """What a new pool's processes would be started with: its size and limit, and what they inherit."""
-    return workers, timeout, stderr, *_inherited()
+    return workers, timeout, stderr, environment, tuple(sys.path), affinity
 
 
 def borrow(workers: int, *, timeout: float | None = None, stderr=None) -> WorkerPool:
@@ -284,8 +322,8 @@ def _shut_down_kept() -> None:
         _kept.clear()
     for pool in pools:
         pool.shutdown()
-    with _zygotes_lock:
-        zygotes = list(_zygotes.values())
-        _zygotes.clear()
-    for zygote in zygotes:
+    global _zygote
+    with _zygote_lock:
+        zygote, _zygote = _zygote, None
+    if zygote is not None:
         zygote.close()
