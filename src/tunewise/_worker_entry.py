@@ -1,12 +1,12 @@
 """The program of a :mod:`tunewise.workers` zygote: ``python -m tunewise._worker_entry SOCKET``.
 
-It ignores SIGINT from its start (:func:`tunewise.interrupts.ignore_in_worker`), blocks ``import torch`` (TVM's
-FFI then skips PyTorch), imports TVM and its MetaSchedule once, then serves the Unix socket whose
-descriptor is SOCKET: each request carries four descriptors (the job pipe's read end, the result pipe's write
-end, the standard output and error the worker is to have) and what the worker inherits (environment, search
-path, CPU affinity), and is answered with the pid of a worker forked for it, running TVM's popen worker loop on
-those pipes. The zygote ends when the socket closes; its workers end when their pipes close. A process that has
-imported TVM (without PyTorch) may also fork its zygote from itself (:func:`tunewise.workers.fork_zygote`).
+It ignores SIGINT from its start and blocks ``import torch`` (:func:`isolate`), imports TVM and its MetaSchedule
+once, then serves the Unix socket whose descriptor is SOCKET: each request carries four descriptors (the job pipe's
+read end, the result pipe's write end, the standard output and error the worker is to have) and what the worker
+inherits (environment, search path, CPU affinity), and is answered with the pid of a worker forked for it, running
+TVM's popen worker loop on those pipes. The zygote ends when the socket closes; its workers end when their pipes
+close. A process that has imported TVM (without PyTorch) may also fork its zygote from itself
+(:func:`tunewise.workers.fork_zygote`).
 """
 
 import json
@@ -21,6 +21,15 @@ PID = struct.Struct("<q")
 """How the zygote answers a request: the worker's pid."""
 REQUEST_BYTES = 1 << 20
 """The most a request's text may take."""
+
+
+def isolate() -> None:
+    """Make this process a zygote's: it ignores SIGINT (its parent decides when to stop) and ``import torch``
+    fails in it and its workers (TVM's FFI then skips PyTorch). First, before TVM is imported."""
+    from tunewise import interrupts
+
+    interrupts.ignore_in_worker()
+    sys.modules.setdefault("torch", None)
 
 
 def serve(sock: socket.socket) -> None:
@@ -74,10 +83,7 @@ def _work(read: int, write: int, stdout: int, stderr: int, inherited: dict) -> N
 
 
 if __name__ == "__main__":
-    from tunewise import interrupts
-
-    interrupts.ignore_in_worker()  # first: a Ctrl-C while TVM is imported would kill the zygote
-    sys.modules.setdefault("torch", None)
+    isolate()  # first: a Ctrl-C while TVM is imported would kill the zygote
     import tvm.exec.popen_worker  # noqa: F401
     from tvm.s_tir import meta_schedule  # noqa: F401  (what the builders' and runners' jobs use)
 

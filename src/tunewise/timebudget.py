@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from tunewise import timing
 
 # the fresh processes that time the models: the compiled ones' (forked by tunewise.workers' zygote, loading
-# both libraries) took 1.0-1.3 s beyond their rounds on an idle 2-core machine, and 3 s with the zygote's own
-# start (importing TVM); the references' (importing PyTorch and onnxruntime, exporting a zoo model to ONNX)
+# both libraries) took 1.0-1.3 s beyond their rounds on an idle 2-core machine, and 3.5 s with the zygote's
+# own start (importing TVM); the references' (importing PyTorch and onnxruntime, exporting a zoo model to ONNX)
 # 3-5 s on a busy one
 TIMING_PROCESS_SECONDS = 4.0
 REFERENCES_PROCESS_SECONDS = 6.0

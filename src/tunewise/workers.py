@@ -110,7 +110,7 @@ class _Zygote:
     @classmethod
     def fork_here(cls) -> _Zygote:
         """A zygote forked from this process, which has imported TVM and runs no other thread."""
-        from tunewise import _worker_entry, interrupts
+        from tunewise import _worker_entry
 
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         sys.stdout.flush()
@@ -119,8 +119,7 @@ class _Zygote:
         if pid == 0:
             try:
                 mine.close()
-                interrupts.ignore_in_worker()
-                sys.modules["torch"] = None  # the workers' jobs never import it (TVM's FFI would)
+                _worker_entry.isolate()
                 _worker_entry.serve(theirs)
             finally:
                 os._exit(0)
