@@ -165,20 +165,23 @@ def test_the_first_trial_is_measured_soon_after_tuning_starts(tiny_mlp, measurer
 
 def test_a_task_search_evolves_a_population_sized_to_one_slot_and_leaves_nothing_unused(tiny_mlp, measurer):
     # the evolutionary search's cost grows with its population: each call evolves eight members a candidate
-    # (at least MIN_POPULATION) and returns one slot's worth, so a scheduler that moves on wastes no search
+    # (at least MIN_POPULATION) and returns one slot's worth, so a scheduler that moves on wastes no search;
+    # a small population's random members are half of it, not MetaSchedule's 50
     store = stores.create("sqlite://")
     run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=16), measurer, store,
                           new_run(store, tiny_mlp), trials_per_slot=4)
     run.run()
     assert [t.task for t in run.trials].count(0) == [t.task for t in run.trials].count(1) == 8
     for task_search in run._searches:  # the first slot sampled at random, the second searched
-        assert task_search.context.search_strategy.population_size == search.MIN_POPULATION
+        strategy = task_search.context.search_strategy
+        assert strategy.population_size == 32 and strategy.init_min_unmeasured == 16
         assert task_search.context.search_strategy.genetic_num_iters == search.GENERATIONS
-        assert task_search._queue == []
+        assert len(task_search._queue) <= task_search.duplicates  # left over only where a search ran again
     wide = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=4), measurer, store,
                            new_run(store, tiny_mlp), trials_per_slot=4, search_batch=20)
     wide._searches[0].propose(4, wide.database, wide.cost_model, 100)
-    assert wide._searches[0].context.search_strategy.population_size == 20 * search.POPULATION_PER_CANDIDATE
+    strategy = wide._searches[0].context.search_strategy
+    assert strategy.population_size == 160 and strategy.init_min_unmeasured == search.RANDOM_MEMBERS == 50
 
 
 class _Replay:

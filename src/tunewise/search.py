@@ -9,7 +9,8 @@ from tunewise import spaces
 from tunewise.stores import StoredTrial
 
 POPULATION_PER_CANDIDATE = 8  # members of an evolutionary search's population for each candidate it returns
-MIN_POPULATION = 128
+MIN_POPULATION = 16
+RANDOM_MEMBERS = 50  # random members of a search's first population at most (MetaSchedule's init_min_unmeasured)
 GENERATIONS = 2  # generations an evolutionary search call evolves its population for (MetaSchedule's default: 4)
 BARREN_SEARCHES = 3  # searches in a row that propose nothing new before a task's space counts as exhausted
 
@@ -21,9 +22,12 @@ class TaskSearch:
     mutates every member (replaying its trace and post-processing it) and ranks the result by the cost model
     (extracting its features), some 5 ms a member and generation on a 2-core machine, and the call returns the
     best ``batch``. So each call evolves a population of ``POPULATION_PER_CANDIDATE`` times ``batch`` (at least
-    ``MIN_POPULATION``: MetaSchedule seeds 50 of its members at random), MetaSchedule's own ratio (512 for 64),
-    and ``batch`` is one slot's worth: a scheduler that moves on after one slot leaves nothing searched unused,
-    where a fixed population of 512 for 64 candidates costs 10-12 s of which a slot of 16 uses a quarter. It
+    ``MIN_POPULATION``), MetaSchedule's own ratio (512 for 64), and ``batch`` is one slot's worth: a scheduler
+    that moves on after one slot leaves nothing searched unused, where a fixed population of 512 for 64
+    candidates costs 10-12 s of which a slot of 16 uses a quarter. MetaSchedule samples at least
+    ``init_min_unmeasured`` random members for a search's first population: ``RANDOM_MEMBERS``, at most half
+    the population, so that a small slot's search costs what its population does (bench/README, "The
+    population of a small slot's search"). It
     evolves for ``GENERATIONS`` generations rather than MetaSchedule's four: a call costs about 60 % as much,
     and on MobileNetV2 a run made 1.3x the trials in the same time with an estimate no worse at equal trials,
     while on ResNet-18, where building and measuring dominate a slot, the estimate at equal trials was up to
@@ -63,8 +67,9 @@ class TaskSearch:
         population = max(MIN_POPULATION, POPULATION_PER_CANDIDATE * self.batch)
         self.context = ms.TuneContext(
             self.mod, target=self.target, space_generator=spaces.generator(self.mod, self.target),
-            search_strategy=ms.search_strategy.EvolutionarySearch(population_size=population,
-                                                                     genetic_num_iters=GENERATIONS),
+            search_strategy=ms.search_strategy.EvolutionarySearch(
+                population_size=population, init_min_unmeasured=min(RANDOM_MEMBERS, population // 2),
+                genetic_num_iters=GENERATIONS),
             task_name=self.name, rand_state=self.seed,
             num_threads=self.num_threads, logger=ms.logging.get_logger("tunewise.search"),
         ).clone()

@@ -1,0 +1,61 @@
+"""Benchmark: the population of a small slot's evolutionary search, in trials a minute and in quality per trial.
+
+::
+
+    .venv/bin/python bench/population.py --model mobilenetv2 --minutes 5 --trials-per-slot 4 --floors 128,16 \
+        --out bench/results/current/population-mobilenetv2-slot4.json
+
+For each ``--floors`` value in turn, one run of our loop (the defaults of :class:`tunewise.settings.RunSettings`
+but ``--trials-per-slot``, the cold filter on) tunes the model from an empty store for ``--minutes`` minutes,
+its searches evolving a population of eight members a candidate of the slot, at least the floor
+(:data:`tunewise.search.MIN_POPULATION`), with at most half of it (and at most 50) sampled at random. A floor
+of 128 is a population of 128 with 50 random members for any slot of 16 or fewer. The arms run one after the
+other in one process, on one extraction and one measurer, and record what :mod:`generations` records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import provenance
+from generations import run_arm
+
+from tunewise import prepare, search, session, tvm_env
+from tunewise.settings import RunSettings
+from tunewise.target import resolve
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="mobilenetv2")
+    parser.add_argument("--minutes", type=float, default=5.0)
+    parser.add_argument("--trials-per-slot", type=int, default=4)
+    parser.add_argument("--floors", default="128,16", help="comma-separated population floors, one arm each")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    tvm_env.prepare("llvm")
+    target = resolve(None)
+    key = {"model": args.model, "seed": args.seed, "minutes": args.minutes, "trials_per_slot": args.trials_per_slot,
+           "target": str(target)}
+    settings = RunSettings(source=args.model, seed=args.seed, budget=session.Budget(max_trials=10**7),
+                           trials_per_slot=args.trials_per_slot, candidate_filter="cold")
+    measurer = prepare.make_measurer(target, settings)
+    results = {}
+    try:
+        model = prepare.load_model(args.model, settings, target=target, measurer=measurer)
+        for floor in [int(f) for f in args.floors.split(",")]:
+            search.MIN_POPULATION = floor
+            results[str(floor)] = run_arm(model, settings, measurer, search.GENERATIONS, args.minutes)
+            with open(args.out, "w") as f:
+                json.dump(provenance.stamped({"key": key, "arms": results}), f, indent=1)
+            arm = results[str(floor)]
+            print(f"floor {floor}: {arm['trials']} trials, {arm['trials_per_min']:.1f} a minute, "
+                  f"estimate {arm['final_ms']:.2f} ms", flush=True)
+    finally:
+        measurer.close()
+
+
+if __name__ == "__main__":
+    main()
