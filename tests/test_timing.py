@@ -42,17 +42,18 @@ def _as_files(model, inputs, folder) -> tuple[str, str]:
 
 
 def test_references_of_files_zoo_models_and_modules(tmp_path):
+    # latencies in seconds: below one even while the other tests of this pass share the cores
     model, inputs = zoo.get("tiny-gpt")
     ids = [inputs[0].numpy()]
     pt2, onnx = _as_files(model, inputs, tmp_path)
 
     eager, ort = timing.time_references(pt2, ids)  # the program, eagerly and exported to ONNX
-    assert 0 < eager < 0.1 and 0 < ort < 0.1
+    assert 0 < eager < 1 and 0 < ort < 1
     eager, ort = timing.time_references(onnx, ids)
-    assert eager is None and 0 < ort < 0.1
+    assert eager is None and 0 < ort < 1
     for source in ("tiny-gpt", model):
         eager, ort = timing.time_references(source, ids, example_inputs=inputs)
-        assert 0 < eager < 0.1 and 0 < ort < 0.1
+        assert 0 < eager < 1 and 0 < ort < 1
 
 
 def test_torch_compile_is_timed_beside_the_references_its_compilation_apart(tmp_path):

@@ -1,6 +1,8 @@
 """What a Ray worker does for a fleet: tune one model's run for a round, and compile the tuned model at the
 end. Both resume the run from the shared store, so a round lost with its worker loses at most the slot it
-was measuring, and the next attempt continues from the store."""
+was measuring, and the next attempt continues from the store. Both import TVM without PyTorch first, as the
+tunewise program does (:func:`tunewise.tvm_env.import_tvm`; a Ray worker is a fresh interpreter): PyTorch is
+imported only where a model not in the import cache needs it."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from tunewise import prepare, stores
+from tunewise import prepare, stores, tvm_env
 from tunewise.errors import RunBusyError
 from tunewise.lease import Lease
 from tunewise.settings import RunSettings
@@ -37,6 +39,7 @@ class RoundOutcome:
 def tune_round(source: str, settings: dict, store_url: str, run: int | None, seconds: float) -> RoundOutcome:
     """Tune ``source`` as ``settings`` (a :class:`~tunewise.settings.RunSettings` JSON object) say, recording to
     run ``run`` of the store at ``store_url`` (``None``: a new run), for ``seconds`` of this round."""
+    tvm_env.import_tvm()
     settings = RunSettings.from_json(settings)
     model, measurer, goal = _load(source, settings)
     store = stores.create(store_url)
@@ -70,6 +73,7 @@ def finish(run: int, store_url: str, output: str | None, compare_torch: bool = T
     :func:`tunewise.workflow.resume` with no trial left to measure."""
     from tunewise import workflow
 
+    tvm_env.import_tvm()
     with contextlib.closing(stores.create(store_url)) as store:
         trials = len(store.get_trials(run, records=False))
     return workflow.resume(run, store=store_url, budget={"max_trials": max(trials, 1)}, output=output,
