@@ -27,32 +27,38 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def tracker():
-    """``(host, port)`` of a TVM RPC tracker on loopback with one CPU server registered under :data:`KEY`."""
+def tracker(tmp_path_factory):
+    """``(host, port)`` of a TVM RPC tracker on loopback with one CPU server registered under :data:`KEY`; both
+    without PyTorch, as on a device that has none (TVM's FFI imports it whenever it can: 4 s of the start of
+    each of their processes)."""
     from tvm import rpc
 
+    no_torch = tmp_path_factory.mktemp("no-torch")
+    (no_torch / "torch").mkdir()
+    (no_torch / "torch" / "__init__.py").write_text("raise ImportError('PyTorch is not on this device')\n")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(no_torch), *sys.path])}
     port = free_port()
     started = [subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port",
                                  str(port), "--port-end", str(port + 1)], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)]
+                                stderr=subprocess.DEVNULL, env=environment, start_new_session=True)]
     try:
         deadline = time.monotonic() + 120
-        while True:
+        while True:  # TVM's client would wait seconds between its attempts to connect
             try:
-                rpc.connect_tracker("127.0.0.1", port).summary()
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
-            except Exception:  # noqa: BLE001 (not listening yet)
+            except OSError:  # not listening yet
                 assert time.monotonic() < deadline, "the RPC tracker did not start"
-                time.sleep(0.5)
+                time.sleep(0.1)
         server = free_port()
         started.append(subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1",
                                          "--port", str(server), "--port-end", str(server + 1), "--tracker",
                                          f"127.0.0.1:{port}", "--key", KEY],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment,
                                         start_new_session=True))
         while KEY not in str(rpc.connect_tracker("127.0.0.1", port).summary().get("queue_info", {})):
             assert time.monotonic() < deadline, "the RPC server did not register"
-            time.sleep(0.5)
+            time.sleep(0.2)
         yield "127.0.0.1", port
     finally:
         for process in reversed(started):  # each with the processes it started (the server's worker)

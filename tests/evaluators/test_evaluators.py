@@ -73,6 +73,7 @@ def scale(n: int):
     return mod, tasks.args_info(mod)
 
 
+@pytest.mark.timing  # a warm run's cache is another test's too while the tests run side by side
 def test_cold_measurement_reads_the_large_arguments_from_memory(host_target, adaptive):
     from tunewise import measure
 
