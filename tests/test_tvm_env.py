@@ -13,6 +13,9 @@ import pytest
 pytestmark = pytest.mark.tvm
 
 
+_TVM = "from tunewise import tvm_env; tvm_env.import_tvm(); import tvm"  # as the tunewise program imports it
+
+
 def _python(code: str) -> list[str]:
     """Run ``code`` in a fresh interpreter; the words it printed."""
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
@@ -27,21 +30,19 @@ def test_use_threads_sets_this_process_and_its_children():
     count = str(os.cpu_count())
     own, child = _python(f"""
         import subprocess, sys
-        import tvm
-        from tunewise import tvm_env
+        {_TVM}
         tvm_env.use_threads({count})
         print(tvm.runtime.num_threads())
-        subprocess.run([sys.executable, "-c", "import tvm; print(tvm.runtime.num_threads())"], check=True)
+        subprocess.run([sys.executable, "-c", "{_TVM}; print(tvm.runtime.num_threads())"], check=True)
     """)
     assert (own, child) == (count, count)
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs: TVM caps the threads at the CPU count")
 def test_use_threads_warns_when_kernels_already_fixed_the_count():
-    before, after, warned = _python("""
+    before, after, warned = _python(f"""
         import warnings
-        import tvm
-        from tunewise import tvm_env
+        {_TVM}
         before = tvm.runtime.num_threads()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
