@@ -45,6 +45,22 @@ def run_arm(model, settings: RunSettings, measurer, generations: int, minutes: f
             "curve": curve, "provenance": provenance.stamp()}
 
 
+def run_arms(model, settings: RunSettings, measurer, arms: dict, minutes: float, out: str, key: dict,
+             results: dict) -> None:
+    """Run each arm of ``arms`` (name -> ``(generations, set_up)``, ``set_up()`` called first) missing from
+    ``results`` as :func:`run_arm`, writing ``out`` (``key`` and the arms so far) after each."""
+    for name, (generations, set_up) in arms.items():
+        if name in results:
+            continue
+        set_up()
+        results[name] = run_arm(model, settings, measurer, generations, minutes)
+        with open(out, "w") as f:
+            json.dump(provenance.stamped({"key": key, "arms": results}), f, indent=1)
+        arm = results[name]
+        print(f"{name}: {arm['trials']} trials, {arm['trials_per_min']:.1f} a minute, "
+              f"estimate {arm['final_ms']:.2f} ms", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="mobilenetv2")
@@ -69,15 +85,8 @@ def main() -> None:
     measurer = prepare.make_measurer(target, settings)
     try:
         model = prepare.load_model(args.model, settings, target=target, measurer=measurer)
-        for generations in [int(g) for g in args.generations.split(",")]:
-            if str(generations) in results:
-                continue
-            results[str(generations)] = run_arm(model, settings, measurer, generations, args.minutes)
-            with open(args.out, "w") as f:
-                json.dump(provenance.stamped({"key": key, "arms": results}), f, indent=1)
-            arm = results[str(generations)]
-            print(f"{generations} generations: {arm['trials']} trials, {arm['trials_per_min']:.1f} a minute, "
-                  f"estimate {arm['final_ms']:.2f} ms", flush=True)
+        arms = {g: (int(g), lambda: None) for g in args.generations.split(",")}
+        run_arms(model, settings, measurer, arms, args.minutes, args.out, key, results)
     finally:
         measurer.close()
 

@@ -16,10 +16,8 @@ other in one process, on one extraction and one measurer, and record what :mod:`
 from __future__ import annotations
 
 import argparse
-import json
 
-import provenance
-from generations import run_arm
+from generations import run_arms
 
 from tunewise import prepare, search, session, tvm_env
 from tunewise.settings import RunSettings
@@ -45,14 +43,9 @@ def main() -> None:
     results = {}
     try:
         model = prepare.load_model(args.model, settings, target=target, measurer=measurer)
-        for floor in [int(f) for f in args.floors.split(",")]:
-            search.MIN_POPULATION = floor
-            results[str(floor)] = run_arm(model, settings, measurer, search.GENERATIONS, args.minutes)
-            with open(args.out, "w") as f:
-                json.dump(provenance.stamped({"key": key, "arms": results}), f, indent=1)
-            arm = results[str(floor)]
-            print(f"floor {floor}: {arm['trials']} trials, {arm['trials_per_min']:.1f} a minute, "
-                  f"estimate {arm['final_ms']:.2f} ms", flush=True)
+        arms = {floor: (search.GENERATIONS, lambda floor=int(floor): setattr(search, "MIN_POPULATION", floor))
+                for floor in args.floors.split(",")}
+        run_arms(model, settings, measurer, arms, args.minutes, args.out, key, results)
     finally:
         measurer.close()
 
