@@ -27,10 +27,11 @@ class TaskSearch:
     candidates costs 10-12 s of which a slot of 16 uses a quarter. MetaSchedule samples at least
     ``init_min_unmeasured`` random members for a search's first population: ``RANDOM_MEMBERS``, at most half
     the population, so that a small slot's search costs what its population does (bench/README, "The
-    population of a small slot's search"). It
-    evolves for ``GENERATIONS`` generations rather than MetaSchedule's four: a call costs about 60 % as much,
-    and on MobileNetV2 a run made 1.3x the trials in the same time with an estimate no worse at equal trials,
-    while on ResNet-18, where building and measuring dominate a slot, the estimate at equal trials was up to
+    population of a small slot's search").
+
+    Each call evolves for ``GENERATIONS`` generations rather than MetaSchedule's four: a call costs about 60 %
+    as much, and on MobileNetV2 a run made 1.3x the trials in the same time with an estimate no worse at equal
+    trials, while on ResNet-18, where building and measuring dominate a slot, the estimate at equal trials was up to
     10 % higher (bench/README, "Two generations a search call"). More generations refine the ranking by a cost
     model that has seen little of the task, and a task's next slot searches again with what this one measured.
     The search strategy and the (shared) cost model are told each slot's results at once. Waiting for a larger
