@@ -4,6 +4,7 @@ import ast
 import functools
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -285,6 +286,22 @@ class TuneProcess:
 
     def wait(self, timeout: float = 300) -> int:
         return self.process.wait(timeout=timeout)
+
+    def pause(self, store_path) -> None:
+        """SIGSTOP to the process group, at a moment it holds no write lock on the SQLite store at ``store_path``:
+        it stays alive, and the store's other users go on while it is stopped."""
+        while True:
+            os.killpg(self.pid, signal.SIGSTOP)
+            database = sqlite3.connect(store_path, timeout=0, isolation_level=None)
+            try:
+                database.execute("BEGIN IMMEDIATE")
+                database.execute("ROLLBACK")
+                return
+            except sqlite3.OperationalError:  # stopped inside a write: let it finish that
+                os.killpg(self.pid, signal.SIGCONT)
+                time.sleep(0.05)
+            finally:
+                database.close()
 
     def kill(self) -> None:
         """SIGKILL to the process group, if it still runs."""

@@ -37,10 +37,10 @@ def status_in_runs(capsys, url: str, run: int) -> str:
 
 def test_a_killed_owners_run_is_taken_over_by_one_of_two_resumes_and_nothing_is_lost_or_repeated(tmp_path, capsys,
                                                                                                   tune_process):
-    """The run's owner refuses a second tuner while it lives; killed (SIGKILL: no chance to say anything), the
-    run shows as dead, and of two resumes started at once one takes it over and the other is refused. The
-    resumed run lost nothing measured before the kill, measured no candidate twice, and went on as if never
-    stopped."""
+    """The run's owner refuses a second tuner while it lives (stopped, it cannot finish meanwhile); killed
+    (SIGKILL: no chance to say anything), the run shows as dead, and of two resumes started at once one takes it
+    over and the other is refused. The resumed run lost nothing measured before the kill, measured no candidate
+    twice, and went on as if never stopped."""
     from tunewise.stores._database import module_hash
 
     url = f"sqlite:///{tmp_path}/tunewise.db"
@@ -49,6 +49,7 @@ def test_a_killed_owners_run_is_taken_over_by_one_of_two_resumes_and_nothing_is_
     assert expected[2:] != expected[:-2] and expected[3:] != expected[:-3]  # a fresh scheduler would differ
     first = tune_process(*tune_args(tmp_path, url), "--scheduler", "random", "--seed", 0)
     first.wait_for_trials(store, 2 * PER_SLOT)
+    first.pause(tmp_path / "tunewise.db")  # alive, but it cannot finish the run while the second one starts
     [run] = store.get_runs()
     assert store.get_run(run.id).owner.startswith(f"pid {first.pid} ")  # the new run is owned from its creation
     assert status_in_runs(capsys, url, run.id) == stores.RUNNING
