@@ -145,7 +145,7 @@ def test_compile_estimate_covers_what_follows_tuning(tmp_path, tiny_mlp):
 @pytest.mark.timing
 @pytest.mark.tvm
 def test_a_time_budget_covers_the_whole_tune_command(tmp_path):
-    budget, url = 60, f"sqlite:///{tmp_path}/tunewise.db"
+    budget, url = 50, f"sqlite:///{tmp_path}/tunewise.db"
     start = time.time()
     proc = subprocess.run([sys.executable, "-m", "tunewise.cli", "tune", "tiny-cnn", "--time-budget", f"{budget}s",
                            "--store", url, "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)

@@ -80,44 +80,29 @@ def test_only_representatives_are_searched_and_members_get_their_schedules(pair,
 
 
 @pytest.mark.tvm
-def test_a_selective_run_killed_mid_tuning_resumes_with_its_members_still_held(tmp_path, capsys, tune_process):
-    import torch
+def test_a_selective_run_stopped_mid_tuning_resumes_with_its_members_still_held(pair, measurer):
+    """A run stopped after a few slots, restored by a new session from the store alone (as a resume does), goes
+    on to its budget with the members it held: nothing lost or measured twice, and a member still held at the end
+    was never searched, before the stop or after."""
+    from tunewise import stores
 
-    from tunewise import cli, stores
-
-    path = tmp_path / "pair.pt2"
-    module, inputs = _pair_module()
-    torch.export.save(torch.export.export(module, inputs), str(path))
-    url, trials = f"sqlite:///{tmp_path}/tunewise.db", 14
-    store = stores.create(url)
-    tune = tune_process(path, "--share", "selective", "--no-warm-start", "--scheduler", "round-robin", "--trials",
-                        trials, "--trials-per-slot", 3, "--seed", 0, "--store", url, "-o", tmp_path / "out")
-    tune.wait_for_trials(store, 4)  # at least a representative's slot and a member's transfer
-    tune.kill()
-    [run] = store.get_runs()
-    before = store.get_trials(run.id)
-    assert 4 <= len(before) < trials
-
-    assert cli.main(["tune", "--no-references", "--timing-rounds", "3", "--resume", str(run.id), "--store", url]) == 0
-    assert f"resumed after {len(before)} trials" in capsys.readouterr().err
-    after = store.get_trials(run.id)
+    store, trials = stores.create("sqlite://"), 14
+    run = store.create_run(pair.name, str(pair.target), "round-robin", {})
+    first, first_log = _session(pair, measurer, store, run, share="selective", trials=5)
+    stopped = first.run()
+    before = store.get_trials(run)
+    held = {k: t.source for k, t in enumerate(stopped.tasks) if t.source is not None}
+    assert len(before) == 5 and held
+    loop, log = _session(pair, measurer, store, run, share="selective", trials=trials)
+    final = loop.run()
+    after = store.get_trials(run)
     assert after[:len(before)] == before and len(after) == trials  # nothing lost, the budget counted it
     assert len({t.candidate for t in after}) == trials  # nothing measured twice
-    checkpoints = store.get_checkpoints(run.id)
-    slots = {}
-    for c in checkpoints:
-        slots.setdefault(c.task, []).append(c.trials)
-    # a member's slots are one-record transfers until it falls back to a search of its own (if it ever does),
-    # before the kill and after the resume alike: the resumed run held the members the killed one held (a
-    # searched task's first slot has 3 trials, unless it is the run's last, cut to the budget)
-    last = checkpoints[-1].task
-    members = [task for task, sizes in slots.items() if sizes[0] == 1 and not (len(sizes) == 1 and task == last)]
-    assert members
-    for task in members:
-        transfers = len(slots[task]) if 3 not in slots[task] else slots[task].index(3)
-        assert all(size == 1 for size in slots[task][:transfers])
-        assert all(size == 3 for size in slots[task][transfers:-1])
-    assert store.get_run(run.id).status == stores.FINISHED
+    still_held = [k for k in held if final.tasks[k].source is not None]
+    assert any(e.task in still_held for e in log.events)  # held members got slots after the resume
+    for k in still_held:  # each of their slots measured one of its representative's records
+        assert final.tasks[k].source == held[k]
+        assert all(e.shared == e.trials == 1 for e in first_log.events + log.events if e.task == k)
 
 
 @pytest.mark.tvm
