@@ -38,7 +38,8 @@ measurement are the wall time of its builder's and runner's calls, search the re
 ``torch_compile_s`` (the seconds of its compilation; these three ``None`` for an ``.onnx`` file, which has no
 PyTorch model). ``--out`` (default
 ``bench/results/headline.json``) holds them with the command line, the commit and the CPU model
-(:mod:`provenance`); it is written after every arm, and ``--resume`` makes only the arms it lacks. ``--keep DIR``
+(:mod:`provenance`); it is written after every arm, and ``--resume`` makes only the arms it lacks; ``--arms`` runs
+only those named (``--arms tunewise``: our curve beside the references, with no stock run). ``--keep DIR``
 keeps each ``tunewise`` arm's store as ``DIR/MODEL-seedS.db``, to study its records afterwards
 (``bench/estimate_gap.py``).
 """
@@ -294,7 +295,11 @@ def main() -> None:
     parser.add_argument("--out", default="bench/results/headline.json")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--keep", metavar="DIR", help="keep each tunewise arm's store in DIR (MODEL-seedS.db)")
+    parser.add_argument("--arms", default=",".join(ARMS), help="the arms to run, of " + ", ".join(ARMS))
     args = parser.parse_args()
+    arms = [arm for arm in ARMS if arm in args.arms.split(",")]
+    if not arms or len(arms) != len(args.arms.split(",")):
+        raise SystemExit(f"--arms takes {' and '.join(ARMS)}, not {args.arms!r}")
     seconds = 60 * args.minutes
     times = [60 * float(m) for m in args.checkpoints.split(",") if m and 60 * float(m) < seconds]
     target = targets.resolve(None)
@@ -321,7 +326,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="headline-") as folder:
         for name, source in sources(args.models.split(","), folder, args.seed).items():
             entry = models.setdefault(name, {})
-            if all(arm in entry for arm in ARMS):
+            if all(arm in entry for arm in arms):
                 continue
             settings = RunSettings(source=source, seed=args.seed, budget=Budget(max_trials=10**7),
                                    scheduler=args.scheduler, cost_model=args.cost_model, share=args.share,
@@ -332,7 +337,7 @@ def main() -> None:
             measurer = prepare.make_measurer(target, settings)
             try:
                 model = tasks.extract(imported, target, level=settings.level, measurer=measurer)
-                for arm in ARMS:
+                for arm in arms:
                     if arm in entry:
                         continue
                     if arm == "stock":

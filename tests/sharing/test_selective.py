@@ -83,7 +83,7 @@ def test_only_representatives_are_searched_and_members_get_their_schedules(pair,
 def test_a_selective_run_stopped_mid_tuning_resumes_with_its_members_still_held(pair, measurer):
     """A run stopped after a few slots, restored by a new session from the store alone (as a resume does), goes
     on to its budget with the members it held: nothing lost or measured twice, and a member still held at the end
-    was never searched, before the stop or after."""
+    was never searched, before the stop or after; one that fell back was searched only after its transfers."""
     from tunewise import stores
 
     store, trials = stores.create("sqlite://"), 14
@@ -94,15 +94,17 @@ def test_a_selective_run_stopped_mid_tuning_resumes_with_its_members_still_held(
     held = {k: t.source for k, t in enumerate(stopped.tasks) if t.source is not None}
     assert len(before) == 5 and held
     loop, log = _session(pair, measurer, store, run, share="selective", trials=trials)
+    assert [t.source for t in loop.snapshot().tasks] == [t.source for t in stopped.tasks]  # the same members
     final = loop.run()
     after = store.get_trials(run)
     assert after[:len(before)] == before and len(after) == trials  # nothing lost, the budget counted it
     assert len({t.candidate for t in after}) == trials  # nothing measured twice
-    still_held = [k for k in held if final.tasks[k].source is not None]
-    assert any(e.task in still_held for e in log.events)  # held members got slots after the resume
-    for k in still_held:  # each of their slots measured one of its representative's records
-        assert final.tasks[k].source == held[k]
-        assert all(e.shared == e.trials == 1 for e in first_log.events + log.events if e.task == k)
+    for k in held:  # a member's slots measure its representative's records, one each, until it falls back
+        mine = [e for e in first_log.events + log.events if e.task == k]
+        transfers = next((i for i, e in enumerate(mine) if e.shared == 0), len(mine))
+        assert all(e.shared == e.trials == 1 for e in mine[:transfers])
+        if final.tasks[k].source is not None:  # still held: never searched
+            assert final.tasks[k].source == held[k] and transfers == len(mine)
 
 
 @pytest.mark.tvm
