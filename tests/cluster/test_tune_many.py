@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tunewise import stores
+from tunewise import frontend, stores
 from tunewise.cluster import MEASURE, tune_many
 from tunewise.errors import InputError
 from tunewise.session import Budget
@@ -64,6 +64,7 @@ def test_three_models_take_turns_on_two_nodes_into_one_postgresql_store_and_a_ki
         plans.append(plan)
         statuses.append({run.id: run.status for run in store.get_runs()})
 
+    frontend.load("tiny-mlp")  # into the import cache the nodes' workers read: none of them imports PyTorch
     cluster = two_single_core_nodes(Cluster)
     try:
         with pytest.raises(InputError, match="SQLite"):
