@@ -297,9 +297,10 @@ def main() -> None:
     parser.add_argument("--keep", metavar="DIR", help="keep each tunewise arm's store in DIR (MODEL-seedS.db)")
     parser.add_argument("--arms", default=",".join(ARMS), help="the arms to run, of " + ", ".join(ARMS))
     args = parser.parse_args()
-    arms = [arm for arm in ARMS if arm in args.arms.split(",")]
-    if not arms or len(arms) != len(args.arms.split(",")):
+    asked = args.arms.split(",")
+    if not set(asked) <= set(ARMS):
         raise SystemExit(f"--arms takes {' and '.join(ARMS)}, not {args.arms!r}")
+    arms = [arm for arm in ARMS if arm in asked]
     seconds = 60 * args.minutes
     times = [60 * float(m) for m in args.checkpoints.split(",") if m and 60 * float(m) < seconds]
     target = targets.resolve(None)

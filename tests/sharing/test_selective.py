@@ -99,10 +99,12 @@ def test_a_selective_run_stopped_mid_tuning_resumes_with_its_members_still_held(
     after = store.get_trials(run)
     assert after[:len(before)] == before and len(after) == trials  # nothing lost, the budget counted it
     assert len({t.candidate for t in after}) == trials  # nothing measured twice
+    cut = {id(first_log.events[-1]), id(log.events[-1])}  # the slots a budget may have cut short
     for k in held:  # a member's slots measure its representative's records, one each, until it falls back
         mine = [e for e in first_log.events + log.events if e.task == k]
         transfers = next((i for i, e in enumerate(mine) if e.shared == 0), len(mine))
         assert all(e.shared == e.trials == 1 for e in mine[:transfers])
+        assert all(e.trials == 3 for e in mine[transfers:] if id(e) not in cut)  # then searched, whole slots
         if final.tasks[k].source is not None:  # still held: never searched
             assert final.tasks[k].source == held[k] and transfers == len(mine)
 
