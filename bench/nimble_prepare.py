@@ -1,6 +1,6 @@
 """Where the CPU time of preparing a model for tunewise.runtime.aot goes, phase by phase, on branchy networks.
 
-Run by hand, never in CI; no GPU is needed, nor touched:
+Run by hand, never in CI; no GPU is needed:
 
     python bench/nimble_prepare.py --out bench/results/nimble-prepare.json
 
@@ -17,7 +17,10 @@ export records fake tensors, so the device changes little), and torch on one thr
   engine can run, the plan and program again, and the launch tables (kernels, foreign inputs, values to drop);
   the side streams and events are no-ops on the CPU.
 
-``total`` is export + module, what ``aot`` spends before the GPU. Each phase is timed ``--repeats`` times, in
+``total`` is export + module, what ``aot`` spends before the GPU. Where CUDA is available, ``aot_s`` is the
+whole of ``aot`` on GPU 0 as well (the model and inputs there; its first call, then the fastest and median
+of the repeats, each ended by a device synchronisation): its excess over ``total`` is the GPU's share
+(warm-up runs and the capture). Each phase is timed ``--repeats`` times, in
 wall-clock seconds and in CPU seconds of the process, and the fastest is reported (the others only add the
 noise of a shared machine); ``first_s`` is the preparation before them, whose export pays torch's lazy
 imports when it is the process's first. One more pass under cProfile names the hot spots: the slowest
@@ -147,6 +150,22 @@ def phases(model: nn.Module, inputs: tuple[torch.Tensor, ...], merge: bool) -> t
     return wall, cpu, made
 
 
+def whole_aot(model: nn.Module, inputs: tuple[torch.Tensor, ...], merge: bool, repeats: int) -> dict:
+    """Wall-clock seconds of ``engine.aot`` on GPU 0, warm-up and capture included: the first call, then the
+    fastest and the median of ``repeats`` more."""
+    model, inputs = model.cuda(), tuple(x.cuda() for x in inputs)
+
+    def once() -> float:
+        start = time.perf_counter()
+        engine.aot(model, inputs, merge=merge)
+        torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    first = once()
+    runs = [once() for _ in range(repeats)]
+    return {"first": first, "best": min(runs), "median": statistics.median(runs)}
+
+
 def hot_spots(model: nn.Module, inputs: tuple[torch.Tensor, ...], merge: bool, top: int) -> dict:
     """One preparation under cProfile: the ``top`` functions by own time, and the cumulative time of every
     function of tunewise.runtime.s dag and streams modules."""
@@ -182,7 +201,9 @@ def print_table(rows: dict) -> None:
         made, best, cpu = row["made"], row["best_s"], row["best_cpu_s"]
         print(f"{name:<14}{made['operators']:>6}{made['streams']:>9}{made['syncs']:>7}{made['width']:>7}"
               + "".join(f"{best[p]:>9.3f}" for p in PHASES)
-              + f"{cpu['export']:>12.3f}{cpu['total']:>11.3f}{row['first_s']['total']:>8.2f}")
+              + f"{cpu['export']:>12.3f}{cpu['total']:>11.3f}{row['first_s']['total']:>8.2f}"
+              + (f"   aot on the GPU: {row['aot_s']['best']:.3f} (first {row['aot_s']['first']:.2f})"
+                 if "aot_s" in row else ""))
     for name, row in rows.items():
         print(f"\n{name}: functions of tunewise.runtime.dag and .streams, cumulative seconds under cProfile")
         for item in row["hot_spots"]["runtime"]:
@@ -217,6 +238,9 @@ def main(argv: list[str] | None = None) -> None:
             "best_cpu_s": {p: min(cpu[p] for _, cpu, _ in runs) for p in PHASES},
             "hot_spots": hot_spots(model, inputs, args.merge, args.top),
         }
+        if torch.cuda.is_available():
+            results["gpu"] = torch.cuda.get_device_name(0)
+            results["models"][name]["aot_s"] = whole_aot(model, inputs, args.merge, args.repeats)
         with open(args.out, "w") as f:  # rewritten after each model, so a run cut short keeps what it timed
             json.dump(provenance.stamped(results), f, indent=2)
     print_table(results["models"])

@@ -254,11 +254,12 @@ class WorkerPool:
 
     def shutdown(self) -> None:
         """Stop the worker processes (a job in flight fails) and wait for the pool's threads."""
-        self._kill()
+        self.restart()
         self._threads.shutdown(wait=True)
-        self._kill()  # a process a job started meanwhile
+        self.restart()  # a process a job started meanwhile
 
-    def _kill(self) -> None:
+    def restart(self) -> None:
+        """Kill the worker processes (a job in flight fails): each next job starts a fresh one."""
         with self._lock:
             for worker in self._started:
                 worker.kill()

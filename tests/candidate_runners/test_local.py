@@ -56,3 +56,28 @@ def test_the_measurer_measures_through_a_runner_it_is_given(tiny_mlp, host_targe
     finally:
         measurer.close()
     assert runner.runs == 2 and all(r.error is None and r.latency > 0 for r in results)
+
+
+@pytest.mark.tvm
+def test_a_candidate_that_fails_leaves_the_next_one_a_fresh_worker(tiny_mlp, host_target, tmp_path):
+    """A failed run replaces the worker (on a GPU, a failed kernel can leave the process's CUDA context
+    unusable); a successful one keeps it."""
+    import os
+
+    artifact = tvm_env.export_candidate(tvm_env.build_candidate(tiny_mlp.task_mods[0], host_target))
+    args_info = tasks.args_info(tiny_mlp.task_mods[0])
+    runner = candidate_runners.create("local", target=host_target, config=measure.MeasureConfig())
+
+    def worker_pid():
+        result = runner.run(artifact, args_info, lambda *_: [float(os.getpid())])
+        assert result.error_msg is None, result.error_msg
+        return int(float(result.run_secs[0]))
+
+    try:
+        first = worker_pid()
+        assert worker_pid() == first
+        failed = runner.run(str(tmp_path / "missing.so"), args_info, evaluators.create("fixed"))
+        assert failed.error_msg and "missing.so" in failed.error_msg
+        assert worker_pid() not in (first, 0)
+    finally:
+        runner.close()

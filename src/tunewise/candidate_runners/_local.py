@@ -10,8 +10,9 @@ class Local(CandidateRunner):
     """One persistent worker process on this machine (:func:`tunewise.workers.borrow`), borrowed by the
     runner and given back when it closes: as MetaSchedule's ``LocalRunner`` does, it loads each candidate,
     allocates its arguments and calls the evaluator given with it. The worker ignores Ctrl-C (the tuning
-    process decides when to stop) and is replaced when a candidate runs past ``config.run_timeout`` or crashes
-    it.
+    process decides when to stop) and is replaced when a candidate runs past ``config.run_timeout``, crashes
+    it or fails in it: a kernel that fails on a GPU can leave the process's CUDA context unusable for every
+    candidate after it.
 
     >>> runner = create("local", target=target, config=MeasureConfig())  # doctest: +SKIP
     """
@@ -37,6 +38,7 @@ class Local(CandidateRunner):
         except TimeoutError:
             return RunnerResult(None, f"Timeout: the candidate ran past {self.config.run_timeout:g} s")
         except Exception as err:  # the candidate failed in the worker (the message holds its traceback) or killed it
+            self._pool.restart()
             return RunnerResult(None, f"{type(err).__name__}: {err}")
 
     def close(self) -> None:
