@@ -63,7 +63,7 @@ class TuneResult:
     skipped: int = 0  # proposals the candidate filter skipped, over the whole run
     cuda_graph_latency: float | None = None  # on a GPU: PyTorch captured in one CUDA graph on one stream
     aot_latency: float | None = None  # on a GPU: tunewise.runtime.aot, Nimble's graph over several streams
-    joules_parts: dict[str, float] = field(default_factory=dict)  # a GPU run's energy by backend (nvml, estimate)
+    joules_parts: dict[str, float] = field(default_factory=dict)  # a GPU run's by device (nvml, estimate), one sitting
 
     def references(self) -> dict[str, float]:
         """The references timed beside the tuned model, by their names in :data:`tunewise.timing.REFERENCES`."""
@@ -257,9 +257,10 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
         before = loop.ledger.trials
         told.tuning_started(model, budget if left is None or left <= 0 else dataclasses.replace(
             budget, time_budget=min(budget.time_budget, loop.elapsed + left)))
-        tune_start = time.perf_counter()
+        tune_start, parts_start = time.perf_counter(), _energy_parts(loop.meter)
         final = loop.run()
         phases["tune"] = time.perf_counter() - tune_start
+        parts = {name: joules - parts_start[name] for name, joules in _energy_parts(loop.meter).items()}
         told.tuning_finished()
     note = None if left is None else short_budget_note(budget.time_budget, left, imported=phases["import"],
                                                        extracted=phases["extract"], kept=kept,
@@ -281,13 +282,14 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     phases["compile"] = time.perf_counter() - start - sum(phases.values())
     return _result(summary, done, name=model.name, phases=phases,
                    decision_seconds=loop.decision_seconds, shared=loop.shared, stopped_by=loop.ledger.stopped_by,
-                   meter=loop.meter)
+                   meter=loop.meter, joules_parts={} if before else parts)
 
 
 def _result(summary: RunSummary, done: Finished, *, name: str, phases: dict[str, float], decision_seconds: float,
-            shared: int, stopped_by: str | None, meter) -> TuneResult:
+            shared: int, stopped_by: str | None, meter, joules_parts: dict[str, float]) -> TuneResult:
     """The :class:`TuneResult` of a finished run: what the run did as its store tells it (``summary``), what
-    the finishing step measured (``done``), and what the tuning process alone knows."""
+    the finishing step measured (``done``), and what the tuning process alone knows (``joules_parts``: the
+    tuning's energy by device, when the run was tuned in one sitting)."""
     timed = done.references
     return TuneResult(done.artifact, name, len(summary.tasks), summary.trials, summary.failures, summary.elapsed,
                       decision_seconds, done.untuned_latency, done.tuned_latency, summary.estimate,
@@ -297,12 +299,12 @@ def _result(summary: RunSummary, done: Finished, *, name: str, phases: dict[str,
                       meter is not None and meter.read().estimated,
                       sum(c.skipped for c in summary.checkpoints),
                       cuda_graph_latency=timed["cuda_graph"], aot_latency=timed["aot"],
-                      joules_parts=_energy_parts(meter))
+                      joules_parts=joules_parts)
 
 
 def _energy_parts(meter) -> dict[str, float]:
-    """The joules of each part of a combined meter (a GPU's and its host's), by backend name; empty for a meter
-    of one part."""
+    """The joules of each part of a combined meter (a GPU's and its host's) since it was made, by backend name;
+    empty for no meter or a meter of one part."""
     if not isinstance(meter, energy.Combined):
         return {}
     return {name: reading.joules for name, reading in meter.parts().items()}

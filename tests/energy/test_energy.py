@@ -157,3 +157,31 @@ def test_a_gpu_runs_host_is_its_cpu_never_the_gpu_again(monkeypatch):
     meter = energy.for_device("auto", gpu=True)
     assert meter.name in ("nvml+rapl", "nvml+estimate")  # the host's CPU, where "auto" alone could pick NVML
     assert meter.parts()["nvml"] == energy.Reading(1.0, estimated=False)
+
+
+class WallClock(energy.EnergyMeter):
+    """A device drawing 100 W whenever the clock runs: a stand-in for a GPU's NVML counter."""
+
+    name = "wall"
+
+    def __init__(self):
+        self._start = time.perf_counter()
+
+    def read(self):
+        return energy.Reading(100.0 * (time.perf_counter() - self._start), estimated=False)
+
+
+@pytest.mark.tvm
+def test_a_runs_energy_by_device_covers_its_tuning_as_its_total_does(monkeypatch, tmp_path):
+    """The parts of a combined meter's total (a GPU's and its host's) are read over the tuning, as the total
+    is, not over the compilation and timing after it."""
+    import tunewise
+    from tunewise.budget import Budget
+
+    monkeypatch.setitem(energy._REGISTRY, "wall", WallClock)
+    tuned = tunewise.tune("tiny-mlp", budget=Budget(max_trials=4), trials_per_slot=2, compare_torch=False,
+                          timing_rounds=3, progress=False, energy_meter="wall+estimate",
+                          store=f"sqlite:///{tmp_path}/tunewise.db", output=str(tmp_path / "out"))
+    assert set(tuned.joules_parts) == {"wall", "estimate"}
+    assert sum(tuned.joules_parts.values()) == pytest.approx(tuned.joules, rel=0.1)
+    assert tuned.joules_parts["wall"] < 100.0 * (tuned.tuning_seconds + 1)

@@ -165,3 +165,13 @@ def test_export_records_no_stack_traces_and_restores_the_flag(monkeypatch, flag)
     with pytest.raises(ModelImportError, match=re.escape("torch.export could not capture the model: ")):
         export_program(nn.Linear(3, 3), (torch.randn(2, 4),))
     assert torch.fx.config.do_not_emit_stack_traces is flag
+
+
+def test_export_works_on_a_pytorch_without_the_stack_trace_flag(monkeypatch):
+    """PyTorch 2.11 (a GPU machine's) has no ``torch.fx.config.do_not_emit_stack_traces``: its stacks are
+    recorded, and the program is the same."""
+    model, x = Branches(), torch.randn(1, 8)
+    expected = described(export_program(model, (x,)), model)
+    monkeypatch.setattr(dags, "_STACK_TRACE_FLAG", "a_flag_this_pytorch_lacks")
+    program = export_program(model, (x,))
+    assert described(program, model) == expected and any(node.stack_trace for node in program.graph.nodes)

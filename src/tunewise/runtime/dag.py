@@ -71,16 +71,25 @@ def _export_functional(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...])
         return _trace._export(model, inputs, strict=False, pre_dispatch=False)
 
 
+_STACK_TRACE_FLAG = "do_not_emit_stack_traces"
+"""The ``torch.fx.config`` flag that turns the recording of nodes' stacks off (PyTorch 2.13; not in 2.11)."""
+
+
 @contextlib.contextmanager
 def _no_stack_traces() -> Iterator[None]:
     """Tracing without recording the Python stack of every node (``node.meta["stack_trace"]``, for error
-    messages only): about a tenth of an export's time. The flag is global; it is restored on exit."""
-    saved = torch.fx.config.do_not_emit_stack_traces
-    torch.fx.config.do_not_emit_stack_traces = True
+    messages only): about a tenth of an export's time. The flag is global; it is restored on exit. A PyTorch
+    without it records the stacks."""
+    config = torch.fx.config
+    if not hasattr(config, _STACK_TRACE_FLAG):
+        yield
+        return
+    saved = getattr(config, _STACK_TRACE_FLAG)
+    setattr(config, _STACK_TRACE_FLAG, True)
     try:
         yield
     finally:
-        torch.fx.config.do_not_emit_stack_traces = saved
+        setattr(config, _STACK_TRACE_FLAG, saved)
 
 
 def check_inputs(example_inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
