@@ -27,7 +27,7 @@ def test_untuned_and_tuned_are_timed_in_one_fresh_process(tiny_mlp):
 
     model = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target)
     threads = tvm.runtime.num_threads()
-    first, second, rounds = timing.time_compiled(model, model, tiny_mlp.inputs)
+    (first, second), rounds = timing.time_models([model, model], tiny_mlp.inputs)
     assert 0 < first < 0.01 and 0 < second < 0.01 and rounds == timing.ROUNDS
     assert 0.5 < first / second < 2  # the same model, timed the same way
     assert tvm.runtime.num_threads() == threads

@@ -12,6 +12,7 @@ rules (:mod:`tunewise.stoppers`) then decide from what the model measures, not f
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from tunewise.errors import message_line
 
@@ -23,6 +24,18 @@ EPOCH = "epoch"
 task: the :class:`~tunewise.schedulers.Survey` and round-robin epoch, Trimmer's check after each)."""
 
 
+@dataclass(frozen=True)
+class Checked:
+    """A model a check compiled and measured: its ``latency`` (seconds), the
+    :class:`~tunewise.compile.CompiledModel` itself, its outputs' largest relative error, and the run's trials
+    when it was checked (``None``: not said)."""
+
+    latency: float
+    compiled: object
+    max_error: float
+    trials: int | None = None
+
+
 class ModelCheck:
     """When to measure the whole model, and how (:meth:`measure`).
 
@@ -31,6 +44,9 @@ class ModelCheck:
     (seconds). With ``every`` :data:`EPOCH` a check is due at the end of every epoch. It is not due when the
     time left under the run's limits is shorter than the last check took (before any check: a tenth of
     ``every``, or nothing for epochs).
+
+    :attr:`fastest` keeps the fastest model it measured (:class:`Checked`), which the steps after tuning time
+    beside the final one: a model compiled from fewer trials can be the faster one in the model.
     """
 
     def __init__(self, every: float | str = DEFAULT_EVERY, *, goal: float | None = None):
@@ -43,6 +59,7 @@ class ModelCheck:
         self.last = 0.0  # tuning time of the last check
         self.cost = 0.0 if every == EPOCH else every / 10  # seconds the last check took
         self._epoch_end: int | None = None  # the slot number that ends the epoch in progress
+        self.fastest: Checked | None = None
 
     def due(self, snapshot, seconds_left: float = math.inf) -> bool:
         """Whether to check the model now, the run being at ``snapshot`` with ``seconds_left`` of its limits."""
@@ -62,16 +79,18 @@ class ModelCheck:
         """A check ended at tuning time ``elapsed`` and took ``seconds``."""
         self.last, self.cost = elapsed, seconds
 
-    def measure(self, model, database) -> tuple[float, str]:
+    def measure(self, model, database, *, trials: int | None = None) -> tuple[float, str]:
         """``(latency, "")`` of ``model`` (an :class:`~tunewise.tasks.ExtractedModel` with its default
-        latencies) compiled with the best records of ``database`` that beat them; ``(inf, why)`` when it
-        fails to build, run, or match the reference outputs."""
+        latencies) compiled with the best records of ``database`` that beat them, after ``trials`` trials of
+        the run; ``(inf, why)`` when it fails to build, run, or match the reference outputs."""
         from tunewise import compile as compiler
         from tunewise import timing
 
         try:
-            compiled, _ = compiler.compile_checked(model, database)
+            compiled, max_error = compiler.compile_checked(model, database)
             (latency,), _ = timing.time_models([compiled], model.inputs)
         except Exception as err:  # a build, run or verification failure of this model: the run goes on
             return math.inf, message_line(err)
+        if self.fastest is None or latency < self.fastest.latency:
+            self.fastest = Checked(latency, compiled, max_error, trials)
         return latency, ""

@@ -316,6 +316,9 @@ def _cmd_tune(args) -> int:
     print(f"untuned TVM      {result.untuned_latency * 1e3:.3f} ms")
     print(f"tuned TVM        {result.tuned_latency * 1e3:.3f} ms "
           f"({relation(result.tuned_latency, result.untuned_latency, 'untuned')})")
+    if result.records != "final":
+        print(f"records          the best as of {result.records}, checked while tuning: the final ones timed "
+              f"{result.final_latency * 1e3:.3f} ms beside them")
     for key, latency in result.references().items():
         name = REFERENCES[key]
         print(f"{name:16s} {latency * 1e3:.3f} ms (tuned TVM is {relation(result.tuned_latency, latency)})")

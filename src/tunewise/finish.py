@@ -1,5 +1,6 @@
 """The steps after tuning: compile the model untuned and with its run's best records, check the tuned model's
-outputs, time both (and, on request, the references) in fresh processes, and save the artifact."""
+outputs, time both (and the fastest model the run's checks measured, and on request the references) in fresh
+processes, and save the faster tuned model as the artifact."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from tunewise import compile as compiler
 from tunewise import target as targets
 from tunewise import timing as timings
+from tunewise.checks import Checked
 
 
 @dataclass(frozen=True)
@@ -30,27 +32,42 @@ class Finished:
 
 def finish(model, database, output: str, *, source=None, example_inputs=None, seed: int = 0,
            compare_torch: bool = True, timing_rounds: int = timings.ROUNDS, metadata: dict | None = None,
-           on_phase: Callable[[str], None] = lambda phase: None) -> Finished:
+           on_phase: Callable[[str], None] = lambda phase: None, checked: Checked | None = None) -> Finished:
     """Compile ``model`` (an :class:`~tunewise.tasks.ExtractedModel` with its run's default latencies) untuned
     and with ``database``'s best records that beat them, check the tuned outputs against the reference, time
     both in one fresh process (``timing_rounds`` rounds at most), with ``compare_torch`` also the references of
     ``source`` (and ``example_inputs``, for a module; ``seed``: a zoo model's weights), and save the tuned model
     to ``output`` with ``metadata`` beside what this measured. ``on_phase`` is told each step as it starts. Raises
-    :class:`~tunewise.errors.VerificationError` when the tuned outputs differ from the reference."""
+    :class:`~tunewise.errors.VerificationError` when the tuned outputs differ from the reference.
+
+    ``checked`` (the fastest model the run's checks compiled, verified and measured: :class:`Checked`) is timed
+    in the same rounds as the tuned model, and saved instead where it is faster: a whole-model check measures
+    a model in a fresh process of its own, which on a shared machine can be far from another's, so only
+    timing them side by side tells which is faster. The metadata say which records the artifact holds
+    (``records``: ``"final"``, or ``"trial N"`` for the check after N trials) and, with ``checked``, both
+    latencies."""
     on_phase("compiling the untuned model")
     untuned = compiler.CompiledModel(compiler.build(model), model.target)
     on_phase("compiling with the tuned records and checking outputs")
     compiled, max_error = compiler.compile_checked(model, database)
-    on_phase("timing the untuned and tuned models" + (" and the references" if compare_torch else "")
-             + " in fresh processes")
-    untuned_latency, tuned_latency, rounds = timings.time_compiled(untuned, compiled, model.inputs, timing_rounds)
+    on_phase("timing the untuned and tuned models" + (", the fastest checked one" if checked else "")
+             + (" and the references" if compare_torch else "") + " in fresh processes")
+    latencies, rounds = timings.time_models([untuned, compiled] + ([checked.compiled] if checked else []),
+                                            model.inputs, timing_rounds)
+    untuned_latency, tuned_latency = latencies[:2]
+    chosen: dict = {"records": "final"}
+    if checked is not None:
+        chosen.update(final_records_latency_s=tuned_latency, checked_records_latency_s=latencies[2])
+        if latencies[2] < tuned_latency:
+            compiled, tuned_latency, max_error = checked.compiled, latencies[2], checked.max_error
+            chosen["records"] = f"trial {checked.trials}"
     how = timings.describe(rounds)
     timed = (timings.time_references_on(model.target, source, model.inputs, example_inputs=example_inputs, seed=seed)
              if compare_torch else dict.fromkeys(timings.REFERENCES))
     compiled.metadata.update(
         model=model.name, **(metadata or {}),
         **compiler.io_metadata(model.inputs, model.reference_outputs, model.mod),
-        latency_s=tuned_latency, untuned_latency_s=untuned_latency,
+        latency_s=tuned_latency, untuned_latency_s=untuned_latency, **chosen,
         **{f"{name}_latency_s": latency for name, latency in timed.items()}, timing=how,
         max_relative_error=max_error,
         device=targets.cuda_description() if targets.is_gpu(model.target) else None,

@@ -243,7 +243,7 @@ class Session:
         the check is due); store the point and tell the ledger and the callbacks."""
         self.callbacks.phase("compiling and timing the model with the best records so far")
         start, joules = time.perf_counter(), self.joules()
-        latency, message = self.checker.measure(self.model, self.database)
+        latency, message = self.checker.measure(self.model, self.database, trials=self.ledger.trials)
         point = stores.ModelLatency(self.elapsed, self.ledger.trials, latency, time.perf_counter() - start,
                                     None if self.meter is None else self.joules() - joules, message)
         self.store.add_model_latency(self.run_id, point)

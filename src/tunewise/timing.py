@@ -110,14 +110,6 @@ def time_models(models, inputs, rounds: int = ROUNDS) -> tuple[list[float], int]
     return result
 
 
-def time_compiled(untuned, tuned, inputs, rounds: int = ROUNDS) -> tuple[float, float, int]:
-    """Median latencies (seconds) of two :class:`~tunewise.compile.CompiledModel` on ``inputs``, timed in
-    alternating rounds (``rounds`` at most) in one fresh process (:func:`time_models`), and the number of
-    rounds."""
-    (untuned_latency, tuned_latency), timed = time_models([untuned, tuned], inputs, rounds)
-    return untuned_latency, tuned_latency, timed
-
-
 def _reference_spec(source, example_inputs, seed: int, directory: str) -> dict | None:
     """What the reference process runs for ``source``, writing the files it needs to ``directory``."""
     from tunewise import zoo

@@ -64,6 +64,8 @@ class TuneResult:
     cuda_graph_latency: float | None = None  # on a GPU: PyTorch captured in one CUDA graph on one stream
     aot_latency: float | None = None  # on a GPU: tunewise.runtime.aot, Nimble's graph over several streams
     joules_parts: dict[str, float] = field(default_factory=dict)  # a GPU run's by device (nvml, estimate), one sitting
+    records: str = "final"  # the artifact's records: the run's final ones, or "trial N" (a check's, faster)
+    final_latency: float | None = None  # the final records' latency, timed beside a check's (None: not timed)
 
     def references(self) -> dict[str, float]:
         """The references timed beside the tuned model, by their names in :data:`tunewise.timing.REFERENCES`."""
@@ -276,7 +278,8 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
                       graph_level=model.level, scheduler=type(loop.scheduler).__name__, run=run,
                       trials=summary.trials, failures=summary.failures, tuning_seconds=summary.elapsed,
                       evaluator=settings.evaluator, cost_model=settings.cost_model, shared_trials=loop.shared,
-                      latency_estimate_history=[list(point) for point in loop.history]))
+                      latency_estimate_history=[list(point) for point in loop.history]),
+                  checked=_checked_earlier(loop.checker, final.trials))
     store.add_artifact(run, output, done.metadata)
     store.set_status(run, stores.FINISHED)
     phases["compile"] = time.perf_counter() - start - sum(phases.values())
@@ -299,7 +302,15 @@ def _result(summary: RunSummary, done: Finished, *, name: str, phases: dict[str,
                       meter is not None and meter.read().estimated,
                       sum(c.skipped for c in summary.checkpoints),
                       cuda_graph_latency=timed["cuda_graph"], aot_latency=timed["aot"],
-                      joules_parts=joules_parts)
+                      joules_parts=joules_parts, records=done.metadata.get("records", "final"),
+                      final_latency=done.metadata.get("final_records_latency_s"))
+
+
+def _checked_earlier(checker, trials: int):
+    """The fastest model ``checker`` measured in this sitting before the run's last trial (``None``: none, or
+    the run ended with the records it checked)."""
+    fastest = None if checker is None else checker.fastest
+    return fastest if fastest is not None and fastest.trials != trials else None
 
 
 def _energy_parts(meter) -> dict[str, float]:

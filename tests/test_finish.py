@@ -1,0 +1,27 @@
+"""The steps after tuning: the fastest model a check measured is timed beside the final one, and the faster
+is the artifact."""
+
+import json
+
+import pytest
+
+
+@pytest.mark.tvm
+def test_the_fastest_checked_model_is_timed_beside_the_final_one_and_the_faster_saved(tiny_mlp, tmp_path):
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    from tunewise import compile as compiler
+    from tunewise.checks import Checked
+    from tunewise.finish import finish
+
+    compiled, max_error = compiler.compile_checked(tiny_mlp, MemoryDatabase())
+    done = finish(tiny_mlp, MemoryDatabase(), str(tmp_path / "out"), compare_torch=False, timing_rounds=3,
+                  checked=Checked(1.0, compiled, max_error, trials=6))
+    with open(tmp_path / "out" / compiler.METADATA) as f:
+        saved = json.load(f)
+    final, checked = saved["final_records_latency_s"], saved["checked_records_latency_s"]
+    assert 0 < final < 0.01 and 0 < checked < 0.01  # timed side by side, not the check's own 1 s
+    assert saved["latency_s"] == done.tuned_latency == min(final, checked)
+    assert saved["records"] == ("trial 6" if checked < final else "final")
+    plain = finish(tiny_mlp, MemoryDatabase(), str(tmp_path / "plain"), compare_torch=False, timing_rounds=3)
+    assert plain.metadata["records"] == "final" and "checked_records_latency_s" not in plain.metadata
