@@ -204,7 +204,7 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
         def deadline(snapshot) -> float:
             return finish_by - compile_estimate(extract_seconds, snapshot.untuned_latency(),
                                                 snapshot.estimated_latency(), references=references,
-                                                rounds=timing_rounds)
+                                                rounds=timing_rounds, checked=bool(snapshot.measured))
 
         loop = open_session(model, settings, store=store, measurer=measurer, scheduler=scheduler,
                             callbacks=told.callbacks, run=run, lease=lease,

@@ -53,19 +53,23 @@ def short_budget_note(budget: float, left: float, *, imported: float, extracted:
 
 
 def compile_estimate(build_seconds: float, untuned_latency: float, tuned_latency: float, *,
-                     references: bool = True, rounds: int = timing.ROUNDS) -> float:
+                     references: bool = True, rounds: int = timing.ROUNDS, checked: bool = False) -> float:
     """Seconds the steps after tuning take: two builds of the model (untuned and tuned), each about
     ``build_seconds`` (what optimising and extracting the model took: the same passes), and their export as
     libraries, each about half that; running the tuned model twice (warm-up and output check); a fresh process
     (:data:`TIMING_PROCESS_SECONDS`) timing the untuned model at ``untuned_latency`` and the tuned one at
     ``tuned_latency`` (:func:`timing_seconds`; :func:`tunewise.timing.rounds_for`, ``rounds`` at most); with
     ``references``, another fresh process (:data:`REFERENCES_PROCESS_SECONDS`) timing PyTorch eager and
-    onnxruntime, each counted at the tuned model's latency. A latency that is not finite counts as 0."""
+    onnxruntime, each counted at the tuned model's latency; with ``checked``, the export and timing of the
+    fastest model a check measured, beside the tuned one (:func:`tunewise.finish.finish`). A latency that is
+    not finite counts as 0."""
     untuned = untuned_latency if math.isfinite(untuned_latency) else 0.0
     tuned = tuned_latency if math.isfinite(tuned_latency) else 0.0
     rounds = timing.rounds_for(max(untuned, tuned), rounds)  # the compiled models' rounds
     compiled = (3 * build_seconds + 2 * tuned + TIMING_PROCESS_SECONDS + timing_seconds(untuned, rounds)
                 + timing_seconds(tuned, rounds))
+    if checked:
+        compiled += build_seconds / 2 + timing_seconds(tuned, rounds)
     return compiled + (REFERENCES_PROCESS_SECONDS + 2 * timing_seconds(tuned) if references else 0.0)
 
 
