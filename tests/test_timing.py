@@ -63,7 +63,8 @@ def test_references_of_files_zoo_models_and_modules(tmp_path):
 def test_torch_compile_is_timed_beside_the_references_its_compilation_apart(tmp_path):
     model, inputs = zoo.get("tiny-mlp")
     x = [inputs[0].numpy()]
-    pt2, _ = _as_files(model, inputs, tmp_path)
+    pt2 = str(tmp_path / "model.pt2")
+    torch.export.save(torch.export.export(model, inputs), pt2)
 
     timed = timing.reference_latencies(pt2, x, torch_compile=True)
     assert set(timed) == {"torch_eager", "onnxruntime", "torch_compile", "torch_compile_seconds"}
