@@ -193,13 +193,14 @@ def test_the_cli_stores_the_settings_defaults_and_a_budget_option_on_resume_repl
     url, out = f"sqlite:///{tmp_path}/tunewise.db", str(tmp_path / "out")
     assert cli.main(["tune", "--no-references", "--timing-rounds", "3",
                      "tiny-mlp", "--time-budget", "1h", "--trials", "2",
-                     "--trials-per-slot", "2", "--cache-flush", "-o", out, "--store", url]) == 0
+                     "--trials-per-slot", "2", "--cache-flush", "--share", "selective", "-o", out,
+                     "--store", url]) == 0
     store = stores.create(url)
     # the meter "auto" chose here and the CPU's graph level are stored, so that a resumed run meters and
     # compiles as the run began
     assert store.get_run(1).settings == RunSettings(
         source="tiny-mlp", budget=Budget(max_trials=2, time_budget=3600.0), trials_per_slot=2, output=out,
-        energy_meter=energy.for_device("auto", gpu=False).name, level="prepack",
+        energy_meter=energy.for_device("auto", gpu=False).name, level="prepack", share="selective",
         measure=MeasureConfig(enable_cpu_cache_flush=True)).to_json()
 
     # the limits given replace the stored ones, the others are kept
@@ -208,6 +209,7 @@ def test_the_cli_stores_the_settings_defaults_and_a_budget_option_on_resume_repl
                      "--store", url]) == 0
     assert store.get_run(1).settings["budget"] == {
         "max_trials": 4, "time_budget": 3600.0, "per_task_trials": None, "patience": 50, "count_failures": True}
+    assert store.get_run(1).settings["share"] == "selective"  # the run resumes sharing as it began
     assert len(store.get_trials(1)) == 4
     capsys.readouterr()
 
