@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from tunewise.checks import EPOCH, ModelCheck
+from tunewise.checks import EPOCH, Checked, ModelCheck
 from tunewise.state import Snapshot, TaskView
 
 
@@ -22,6 +22,13 @@ def test_a_check_is_due_every_interval_and_sooner_once_the_estimate_reaches_the_
     assert not ModelCheck(100.0).due(at(50.0, 1e-9))  # without a goal, only the interval counts
     with pytest.raises(ValueError, match="positive number of seconds"):
         ModelCheck(0.0)
+
+
+def test_the_fastest_check_is_offered_only_when_the_run_went_on_after_it():
+    check = ModelCheck(100.0)
+    assert check.fastest_before(8) is None
+    check.fastest = Checked(1e-3, compiled=None, max_error=0.0, trials=4)
+    assert check.fastest_before(8) is check.fastest and check.fastest_before(4) is None
 
 
 def test_by_epoch_a_check_is_due_after_one_slot_per_live_task():

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tunewise.errors import message_line
+
+if TYPE_CHECKING:
+    from tunewise.compile import CompiledModel
 
 DEFAULT_EVERY = 360.0
 """Seconds of tuning time between two checks, when the run asks for checks without saying how often."""
@@ -31,7 +35,7 @@ class Checked:
     when it was checked (``None``: not said)."""
 
     latency: float
-    compiled: object
+    compiled: CompiledModel
     max_error: float
     trials: int | None = None
 
@@ -78,6 +82,11 @@ class ModelCheck:
     def checked(self, elapsed: float, seconds: float) -> None:
         """A check ended at tuning time ``elapsed`` and took ``seconds``."""
         self.last, self.cost = elapsed, seconds
+
+    def fastest_before(self, trials: int) -> Checked | None:
+        """The fastest model this check measured before the run reached ``trials`` trials (``None``: none, or
+        the fastest holds the records the run ended with)."""
+        return self.fastest if self.fastest is not None and self.fastest.trials != trials else None
 
     def measure(self, model, database, *, trials: int | None = None) -> tuple[float, str]:
         """``(latency, "")`` of ``model`` (an :class:`~tunewise.tasks.ExtractedModel` with its default

@@ -279,7 +279,7 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
                       trials=summary.trials, failures=summary.failures, tuning_seconds=summary.elapsed,
                       evaluator=settings.evaluator, cost_model=settings.cost_model, shared_trials=loop.shared,
                       latency_estimate_history=[list(point) for point in loop.history]),
-                  checked=_checked_earlier(loop.checker, final.trials))
+                  checked=None if loop.checker is None else loop.checker.fastest_before(final.trials))
     store.add_artifact(run, output, done.metadata)
     store.set_status(run, stores.FINISHED)
     phases["compile"] = time.perf_counter() - start - sum(phases.values())
@@ -304,13 +304,6 @@ def _result(summary: RunSummary, done: Finished, *, name: str, phases: dict[str,
                       cuda_graph_latency=timed["cuda_graph"], aot_latency=timed["aot"],
                       joules_parts=joules_parts, records=done.metadata.get("records", "final"),
                       final_latency=done.metadata.get("final_records_latency_s"))
-
-
-def _checked_earlier(checker, trials: int):
-    """The fastest model ``checker`` measured in this sitting before the run's last trial (``None``: none, or
-    the run ended with the records it checked)."""
-    fastest = None if checker is None else checker.fastest
-    return fastest if fastest is not None and fastest.trials != trials else None
 
 
 def _energy_parts(meter) -> dict[str, float]:
