@@ -3,6 +3,7 @@
 Run by hand, never in CI (ResNet-18, 256 trials per task, 3 seeds: several hours on 2 cores)::
 
     .venv/bin/python bench/record_traces.py --model resnet18 --trials 256 --seeds 3
+    .venv/bin/python bench/record_traces.py --model /tmp/heldout/vit.pt2 --trials 128 --seeds 3  # traces/vit.json.gz
     python3 bench/record_traces.py --model resnet18 --target cuda --trials 64 --seeds 1   # on GPU 0
 
 ``--target`` takes what ``tunewise tune --target`` takes (default: this CPU); a GPU's trace is written to
@@ -85,7 +86,8 @@ def main() -> None:
     tvm_env.prepare(target.kind.name)
     device = targets.cuda_description() if targets.is_gpu(target) else None
     suffix = "" if device is None else "-" + re.sub(r"[^a-z0-9]+", "-", device["name"].lower()).strip("-")
-    out = args.out or os.path.join("bench", "traces", f"{args.model}{suffix}.json.gz")
+    name = os.path.splitext(os.path.basename(args.model))[0]  # a zoo name, or a .pt2/.onnx file's stem
+    out = args.out or os.path.join("bench", "traces", f"{name}{suffix}.json.gz")
 
     settings = RunSettings(source=args.model)
     config = settings.measure
@@ -119,7 +121,7 @@ def main() -> None:
                   f"best {best * 1e6:.1f} us (default {task.default_latency * 1e6:.1f} us), "
                   f"{time.perf_counter() - start:.0f} s", flush=True)
         runs.append(tuple(seed_runs))
-        Trace(args.model, trace_tasks, tuple(runs), meta).save(out)
+        Trace(name, trace_tasks, tuple(runs), meta).save(out)
         print(f"saved {out} with {len(runs)} seed(s)", flush=True)
     measurer.close()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from tunewise import _factory
 from tunewise.schedulers._base import TaskScheduler
 from tunewise.schedulers._dynatune import DynaTune, DynaTuneEpsilonGreedy, DynaTuneSoftmax
+from tunewise.schedulers._expected_gain import ExpectedGain
 from tunewise.schedulers._flops import Flops
 from tunewise.schedulers._gradient import Gradient
 from tunewise.schedulers._prior import heaviest_by_flops
@@ -28,6 +29,7 @@ __all__ = [
     "DynaTune",
     "DynaTuneEpsilonGreedy",
     "DynaTuneSoftmax",
+    "ExpectedGain",
     "Flops",
     "Gradient",
     "Random",
@@ -52,6 +54,7 @@ _REGISTRY: dict[str, type[TaskScheduler]] = {
     "dynatune": DynaTune,
     "dynatune-egreedy": DynaTuneEpsilonGreedy,
     "dynatune-softmax": DynaTuneSoftmax,
+    "expected-gain": ExpectedGain,
     "survey": Survey,
 }
 
