@@ -13,6 +13,7 @@ import math
 import os
 import re
 import sys
+import textwrap
 
 from tunewise import checks, cost_models, energy, evaluators, filters, graph, logs, schedulers, sharing
 from tunewise.errors import InputError, TunewiseError, message_line
@@ -73,8 +74,16 @@ def _timing_rounds(args: argparse.Namespace) -> int:
     return timing.ROUNDS if args.timing_rounds is None else _whole("--timing-rounds", args.timing_rounds)
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wraps help text between words only, so that a name such as ``expected-gain`` stays whole."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
         # negative numbers and durations ("-1m") are option values, so their own checks say what is wrong
         self._negative_number_matcher = re.compile(r"^-\d*\.?\d+(?:ms|us|kJ|J|[smh])?$")
