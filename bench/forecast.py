@@ -3,7 +3,8 @@ tuning; TVM is imported only to name this CPU).
 
     .venv/bin/python bench/forecast.py      # every trace in bench/traces; writes bench/results/current/forecast.json
 
-Every committed trace is replayed with DynaTune (each recorded seed, scheduler seeds ``--seeds``) under time
+Every committed trace is replayed with ``--scheduler`` (the default scheduler unless given; each recorded seed,
+scheduler seeds ``--seeds``) under time
 budgets of ``--budgets`` times the trace's recorded tuning time (each task at most the trials it recorded, as
 it was recorded). At 10 %, 25 % and 50 % of each run's budget the forecast is made from the run's snapshot,
 with each allocation rule, and compared with what the replay then did:
@@ -54,11 +55,12 @@ def converged(times, band, fraction: float = 0.05) -> float:
     return next(t for t, v in zip(times, band, strict=True) if v <= (1 + fraction) * band[-1])
 
 
-def replay_one(trace: rp.Trace, seed_index: int, seed: int, share: float, spread: float) -> list[dict]:
+def replay_one(trace: rp.Trace, scheduler: str, seed_index: int, seed: int, share: float,
+               spread: float) -> list[dict]:
     """One run: its forecasts at each moment (with each allocation), each compared with the outcome."""
     per_task = trace.meta.get("trials_per_task")
     budget = share * sum(sum(r.costs) for r in trace.runs[seed_index])
-    run = rp.TraceRun(trace, schedulers.create_seeded("dynatune", seed), seed_index=seed_index, decision_cost=0.0,
+    run = rp.TraceRun(trace, schedulers.create_seeded(scheduler, seed), seed_index=seed_index, decision_cost=0.0,
                       budget=Budget(time_budget=budget, per_task_trials=per_task))
     forecasters = {a: Forecaster(allocation=a, spread=spread, seed=seed) for a in ALLOCATIONS}
     made = []
@@ -84,7 +86,8 @@ def replay_one(trace: rp.Trace, seed_index: int, seed: int, share: float, spread
         rows.append({
             "model": trace.model, "trace_seeds": trace.seeds, "seed_index": seed_index, "seed": seed,
             "budget_share": share, "moment": moment, "allocation": allocation, "calibrated": f.calibrated,
-            "untried": f.untried, "elapsed": f.elapsed, "now": f.median[0], "budget_end": f.budget_end, "final": final,
+            "untried": f.untried, "untried_share": f.untried_share,
+            "elapsed": f.elapsed, "now": f.median[0], "budget_end": f.budget_end, "final": final,
             "end": f.at_end(), "covered_end": f.at_end()[0] <= final <= f.at_end()[2],
             "covered_half": low <= mid <= high, "error_end": abs(f.at_end()[1] - final) / final,
             "converged": reached, "converged_forecast": guess,
@@ -96,7 +99,7 @@ def replay_one(trace: rp.Trace, seed_index: int, seed: int, share: float, spread
     return rows
 
 
-def cost(trace: rp.Trace) -> dict:
+def cost(trace: rp.Trace, scheduler: str) -> dict:
     """Seconds of forecasting per slot, as a run forecasts after every slot, against the slots' recorded time."""
     spent = []
 
@@ -109,7 +112,7 @@ def cost(trace: rp.Trace) -> dict:
 
     per_task = trace.meta.get("trials_per_task")
     total = sum(sum(r.costs) for r in trace.runs[0])
-    run = rp.TraceRun(trace, schedulers.create_seeded("dynatune", 0), seed_index=0, decision_cost=0.0,
+    run = rp.TraceRun(trace, schedulers.create_seeded(scheduler, 0), seed_index=0, decision_cost=0.0,
                       budget=Budget(time_budget=total / 2, per_task_trials=per_task), forecaster=Timed(seed=0))
     while run.step():
         pass
@@ -172,7 +175,8 @@ def table(summary: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("traces", nargs="*", default=sorted(glob.glob("bench/traces/*.json.gz")))
-    parser.add_argument("--seeds", default="0,1", help="DynaTune's seeds, comma-separated")
+    parser.add_argument("--scheduler", default=schedulers.DEFAULT)
+    parser.add_argument("--seeds", default="0", help="the scheduler's seeds, comma-separated")
     parser.add_argument("--budgets", default="0.33,0.67", help="time budgets, as shares of the recorded time")
     parser.add_argument("--spread", type=float, default=Forecaster().spread,
                         help="the forecaster's spread (default: its own)")
@@ -191,15 +195,16 @@ def main() -> None:
             for seed in seeds:
                 for share in shares:
                     rows += [{**r, "trace": os.path.basename(path)}
-                             for r in replay_one(trace, seed_index, seed, share, args.spread)]
-        costs.append({**cost(trace), "trace": os.path.basename(path)})
+                             for r in replay_one(trace, args.scheduler, seed_index, seed, share, args.spread)]
+        costs.append({**cost(trace, args.scheduler), "trace": os.path.basename(path)})
         print(f"{path}: done ({time.perf_counter() - start:.0f}s)", flush=True)
     summary = groups(rows)
     text = table(summary)
     worst = max(c["share_of_slot"] for c in costs)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"provenance": {**provenance.stamp(), "cpu": host_cpu()}, "traces": args.traces, "seeds": seeds,
+        json.dump({"provenance": {**provenance.stamp(), "cpu": host_cpu()}, "traces": args.traces,
+                   "scheduler": args.scheduler, "seeds": seeds,
                    "budget_shares": shares, "spread": args.spread, "moments": list(MOMENTS), "give_up_at": GIVE_UP,
                    "goals_over_final": list(GOALS), "summary": summary, "cost": costs,
                    "cost_worst_share_of_slot": worst, "table": text, "rows": rows}, f, indent=1)

@@ -79,13 +79,22 @@ def test_the_ledger_forecasts_after_every_slot_and_the_snapshot_carries_it(trace
 def test_queries_read_the_band():
     f = Forecast(2, 10.0, (10.0, 20.0, 40.0), (9e-3, 6e-3, 5e-3), (9e-3, 8e-3, 6e-3), (9e-3, 9e-3, 8e-3),
                  tuple(5e-3 + 3e-3 * q for q in END_LEVELS), goal=6e-3)
-    assert f.fraction == 0.25 and f.calibrated and not Forecast(**{**vars(f), "untried": 1}).calibrated
+    assert f.fraction == 0.25 and f.calibrated
+    # untried tasks holding 5 % of the estimate leave it calibrated, 6 % or a failed untuned schedule do not
+    assert Forecast(**{**vars(f), "untried": 2, "untried_share": 0.05}).calibrated
+    assert not Forecast(**{**vars(f), "untried": 2, "untried_share": 0.06}).calibrated
+    assert not Forecast(**{**vars(f), "untried": 1, "untried_share": math.inf}).calibrated
     assert f.at(25.0) == (6e-3, 8e-3, 9e-3) and f.time_to(6e-3) == (20.0, 40.0, math.inf)
     assert f.probability_reached(6.5e-3) == pytest.approx(0.5) and f.probability_reached(1e-3) == 0.0
     assert f.goal_summary() == "goal 6 ms in ~30s (80 %: 10s-never)"
     assert f.line() == f"{f.summary()}; goal 6 ms in ~30s (80 %: 10s-never)"
     assert Forecast(**{**vars(f), "goal": None}).line() == f.summary()
     assert Forecast.from_json(f.to_json()) == f
+    failed = Forecast(**{**vars(f), "untried": 1, "untried_share": math.inf})
+    assert Forecast.from_json(failed.to_json()) == failed
+    # stored before the share was: none when every task was measured, else unknown
+    old = {k: v for k, v in Forecast(**{**vars(f), "untried": 1}).to_json().items() if k != "untried_share"}
+    assert Forecast.from_json(old).untried_share == math.inf and not Forecast.from_json(old).calibrated
 
 
 def test_greedy_gives_each_slot_to_the_largest_expected_drop():
@@ -108,7 +117,7 @@ def test_a_task_without_a_curve_borrows_the_measured_tasks_futures():
     fresh = TaskView(1, "dense", 1, 1e9, 10e-3)
     snapshot = Snapshot((measured, fresh), elapsed=64.0, trials=64, slot=4)
     f = Forecaster(seed=0, **FAST)(snapshot, seconds_left=64.0)
-    assert f.untried == 1 and not f.calibrated
+    assert f.untried == 1 and f.untried_share == pytest.approx(10 / 14.2) and not f.calibrated
     assert f.median[-1] < snapshot.estimated_latency() - 2e-3  # the fresh task is expected to improve too
 
 

@@ -7,6 +7,6 @@ seeded); the :class:`~tunewise.ledger.Ledger` makes one after every slot and the
 from __future__ import annotations
 
 from tunewise.forecast._forecaster import ALLOCATIONS, Forecaster
-from tunewise.forecast._result import END_LEVELS, MIN_FRACTION, Forecast
+from tunewise.forecast._result import END_LEVELS, MAX_UNTRIED_SHARE, MIN_FRACTION, Forecast
 
-__all__ = ["ALLOCATIONS", "END_LEVELS", "MIN_FRACTION", "Forecast", "Forecaster"]
+__all__ = ["ALLOCATIONS", "END_LEVELS", "MAX_UNTRIED_SHARE", "MIN_FRACTION", "Forecast", "Forecaster"]

@@ -102,7 +102,8 @@ class Forecaster:
         low, median, high = np.quantile(paths[:, keep], (0.1, 0.5, 0.9), axis=0)
         return Forecast(snapshot.slot - 1, snapshot.elapsed, _floats(snapshot.elapsed + keep * slot_seconds),
                         _floats(low), _floats(median), _floats(high), _floats(np.quantile(paths[:, -1], END_LEVELS)),
-                        sum(not math.isfinite(t.best) for t in live), self.goal)
+                        sum(not math.isfinite(t.best) for t in live), self.goal,
+                        sum(t.weight * t.current_latency for t in live if not math.isfinite(t.best)) / now)
 
     def _futures(self, snapshot: Snapshot, live, caps: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
         """Per live task, ``samples`` sampled futures of its weighted latency after ``0..cap`` more slots."""
