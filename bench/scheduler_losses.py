@@ -41,12 +41,17 @@ GOAL = 0.05
 SLOT = 16
 
 
-def losses(trace: rp.Trace, name: str) -> list[dict]:
+def bounds(trace: rp.Trace) -> list[oracles.Allocation]:
+    """Per seed, the bound's allocation to the goal (:func:`tunewise.lab.oracles.fastest_allocation`)."""
+    return [oracles.fastest_allocation(trace, (1 + GOAL) * trace.best_reachable(s), seed_index=s,
+                                       trials_per_slot=SLOT) for s in range(trace.seeds)]
+
+
+def losses(trace: rp.Trace, name: str, bound_of: list[oracles.Allocation]) -> list[dict]:
     """Per seed: the scheduler's and the bound's seconds to the goal and the split of the difference."""
     out = []
-    for seed in range(trace.seeds):
+    for seed, bound in enumerate(bound_of):
         goal = (1 + GOAL) * trace.best_reachable(seed)
-        bound = oracles.fastest_allocation(trace, goal, seed_index=seed, trials_per_slot=SLOT)
         run = rp.replay(trace, schedulers.create_seeded(name, seed), seed_index=seed, decision_cost=0.0)
         reached = next(i for i, (_, latency) in enumerate(run.history) if latency <= goal)
         used = [0] * len(trace.tasks)
@@ -92,17 +97,15 @@ def drop_table(rows: list[tuple[int, int, float]]) -> list[dict]:
     return out
 
 
-def transfers(trace: rp.Trace) -> list[dict]:
+def transfers(trace: rp.Trace, bound_of: list[oracles.Allocation]) -> list[dict]:
     """The bound's trials per task from seed ``a`` spent on seed ``b``: the latency reached over ``b``'s best."""
-    bounds = [oracles.fastest_allocation(trace, (1 + GOAL) * trace.best_reachable(s), seed_index=s,
-                                         trials_per_slot=SLOT) for s in range(trace.seeds)]
     out = []
     for b in range(trace.seeds):
         for a in range(trace.seeds):
             if a == b:
                 continue
             latency = sum(t.weight * min(t.default_latency, min(run.latencies[:n], default=math.inf))
-                          for t, run, n in zip(trace.tasks, trace.runs[b], bounds[a].trials, strict=True))
+                          for t, run, n in zip(trace.tasks, trace.runs[b], bound_of[a].trials, strict=True))
             out.append({"from_seed": a, "on_seed": b, "latency_over_best": latency / trace.best_reachable(b)})
     return out
 
@@ -117,8 +120,9 @@ def main() -> None:
     rows = []
     for path in args.traces:
         trace = rp.Trace.load(path)
-        entry = {"losses": {name: losses(trace, name) for name in args.schedulers.split(",")},
-                 "transfers": transfers(trace) if trace.seeds > 1 else []}
+        bound_of = bounds(trace)
+        entry = {"losses": {name: losses(trace, name, bound_of) for name in args.schedulers.split(",")},
+                 "transfers": transfers(trace, bound_of) if trace.seeds > 1 else []}
         result["traces"][trace.model] = entry
         rows += slot_drops(trace)
         print(trace.model)

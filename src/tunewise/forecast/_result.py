@@ -120,7 +120,8 @@ class Forecast:
         """The forecast as a JSON object (what the store keeps); :meth:`from_json` reads it back."""
         return {"slot": self.slot, "elapsed": self.elapsed, "times": list(self.times), "low": list(self.low),
                 "median": list(self.median), "high": list(self.high), "end": list(self.end),
-                "untried": self.untried, "goal": self.goal, "untried_share": _to_json(self.untried_share)}
+                "untried": self.untried, "goal": self.goal,
+                "untried_share": self.untried_share if math.isfinite(self.untried_share) else None}
 
     @classmethod
     def from_json(cls, data: dict) -> Forecast:
@@ -128,10 +129,6 @@ class Forecast:
         share = data.get("untried_share", 0.0 if data["untried"] == 0 else None)
         return cls(data["slot"], data["elapsed"], *(tuple(data[k]) for k in ("times", "low", "median", "high", "end")),
                    data["untried"], data["goal"], math.inf if share is None else share)
-
-
-def _to_json(share: float) -> float | None:
-    return share if math.isfinite(share) else None
 
 
 def _first(times, band, latency: float) -> float:

@@ -91,15 +91,14 @@ class ExpectedGain(TaskScheduler):
     def _first_gain(self, snapshot: Snapshot, task: TaskView) -> float:
         if not math.isfinite(task.default_latency):
             return math.inf
-        tried = [t for t in snapshot.tasks if t.slots and math.isfinite(t.best) and t.best > 0]
         if task.flops > 0:
-            speeds = [t.flops / t.best for t in tried if t.flops > 0]
+            speeds = [t.gflops for t in snapshot.tasks if t.gflops > 0]
             if not speeds:
                 return task.weight * task.default_latency
-            after = task.flops / float(np.quantile(speeds, self.reference_quantile))
+            after = task.flops / (1e9 * float(np.quantile(speeds, self.reference_quantile)))
             return task.weight * max(task.default_latency - after, 0.0)
-        shed = [1.0 - t.current_latency / t.default_latency for t in tried
-                if t.flops <= 0 and 0 < t.default_latency < math.inf]
+        shed = [1.0 - t.current_latency / t.default_latency for t in snapshot.tasks
+                if t.flops <= 0 and math.isfinite(t.best) and 0 < t.default_latency < math.inf]
         fraction = float(np.median(shed)) if shed else self.layout_shed
         return task.weight * task.default_latency * max(fraction, 0.0)
 
