@@ -1,6 +1,7 @@
 """Graph levels on real TVM: every level compiles tiny-cnn to the reference outputs, ``nhwc`` really moves
 the convolutions to channels-last, and ``prepack`` folds the tuned weight layouts into the constants."""
 
+import dataclasses
 import logging
 import math
 
@@ -345,3 +346,66 @@ def test_gelu_and_erf_lose_the_scalar_erf_from_fold_bn_on(host_target, level):
     assert bool(scalar_erf) == (level == "decompose"), scalar_erf
     compiled = compiler.CompiledModel(compiler.build(extracted), host_target)
     assert compiler.verify(compiled, extracted.inputs, extracted.reference_outputs) < 1e-5
+
+
+class _Winograd(torch.nn.Module):
+    """3x3 convolutions that the ``winograd`` level rewrites (stride 1, at least 32 channels: a padded one on
+    a size that is not a multiple of the 4x4 tile, one without padding) and three it leaves (stride 2, 16
+    channels, and a 1x1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem, self.same = torch.nn.Conv2d(3, 32, 1), torch.nn.Conv2d(32, 32, 3, padding=1)
+        self.valid, self.strided = torch.nn.Conv2d(32, 48, 3), torch.nn.Conv2d(48, 32, 3, stride=2, padding=1)
+        self.narrow = torch.nn.Conv2d(32, 16, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.relu(self.same(torch.relu(self.stem(x))))
+        return self.narrow(self.strided(torch.relu(self.valid(y) + 1.0)))
+
+
+@pytest.fixture(scope="module")
+def winograd_model():
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return frontend.load(_Winograd(), example_inputs=(torch.randn(1, 3, 11, 11),))
+
+
+def test_winograd_level_computes_the_eligible_convolutions_by_winograd(host_target, fallbacks, winograd_model):
+    extracted = tasks.extract(winograd_model, host_target, level="winograd")
+    names = [t.name for t in extracted.tasks]
+    # the two stride-1 convolutions of 32 channels or more, each with its fused bias and activation
+    winograd = [n for n in names if "winograd" in n]
+    assert len(winograd) == 2 and all(n.startswith("fused_conv2d_winograd") and "relu" in n for n in winograd), names
+    assert len([n for n in names if n.startswith("fused_conv2d") and "winograd" not in n]) == 3, names
+    # the transformed weights are constants: no task computes them at run time
+    assert not [n for n in names if "winograd_weight" in n], names
+    compiled = compiler.CompiledModel(compiler.build(extracted), host_target)
+    assert compiler.verify(compiled, extracted.inputs, extracted.reference_outputs) < 1e-4
+    assert fallbacks == []
+
+
+def test_winograd_convolution_tunes_with_prepacked_weights(host_target, measurer, winograd_model):
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunewise import schedulers, session, stores
+
+    model = tasks.extract(winograd_model, host_target, level="winograd", measurer=measurer)
+    task = next(k for k, t in enumerate(model.tasks) if "winograd" in t.name)
+    alone = dataclasses.replace(model, tasks=(model.tasks[task],), task_mods=(model.task_mods[task],))
+    store = stores.create("sqlite://")
+    run = store.create_run(model.name, str(host_target), "sequential", {})
+    loop = session.Session(alone, schedulers.create("sequential"), session.Budget(max_trials=2), measurer, store,
+                           run, trials_per_slot=2, warm_start=False)
+    loop.run()
+    workload = loop.database.commit_workload(model.task_mods[task])
+    [best] = loop.database.get_top_k(workload, 1)
+    schedule = best.as_measure_candidate().sch.mod.script()
+    assert "bgemm" in schedule and "data_pack" in schedule
+    # compiled with that record, the model verifies with the transformed weight rewritten at compile time
+    records = ms.database.MemoryDatabase()
+    records.commit_tuning_record(ms.database.TuningRecord(best.trace, records.commit_workload(model.task_mods[task]),
+                                                          best.run_secs, best.target, best.args_info))
+    applied = model.with_default_latencies([math.inf] * len(model.tasks))
+    compiled = compiler.CompiledModel(compiler.build(applied, records), host_target)
+    assert compiler.verify(compiled, model.inputs, model.reference_outputs) < 1e-4

@@ -13,6 +13,11 @@ in (MetaSchedule's ``RewriteLayout``, measured without the rewrite, as a pre-pac
 compilation splits those weight rewrites out of the operators and folds them into the constants, once
 (:func:`compile_pipeline`). onnxruntime's CPU convolutions do the same with their blocked weights.
 
+At level ``winograd`` (``prepack`` plus this), 3x3 convolutions of stride 1 with at least 32 channels are
+computed as Winograd convolutions (:mod:`tunewise.winograd`), their transformed weights folded into the
+constants. Their kernels are faster than direct ones tuned with as many trials, but each trial costs several
+times as much to search and build (``bench/README.md``), so it is a level to choose, not a default.
+
 The default level is the target's (:func:`default_level`): ``prepack`` on a CPU, where pre-packed weights
 measured faster than channels-last ones alone in most comparisons (``bench/README.md``), and ``nhwc`` on a
 GPU, whose search rules do not rewrite weight layouts.
@@ -40,8 +45,11 @@ import math
 
 from tunewise.errors import InputError, UnsupportedOperatorError, message_line
 
-LEVELS = ("none", "decompose", "fold-bn", "nhwc", "prepack")
+LEVELS = ("none", "decompose", "fold-bn", "nhwc", "prepack", "winograd")
 LAYOUT_STEP = "channels-last layout"
+WINOGRAD_STEP = "winograd"
+# the steps that rewrite 2-d convolutions, skipped in a module without one
+_CONVOLUTION_STEPS = (LAYOUT_STEP, WINOGRAD_STEP)
 
 _log = logging.getLogger(__name__)
 # operators whose ``axis`` attribute ConvertLayout cannot remap when negative; all take (x, axis, keepdims)
@@ -67,9 +75,11 @@ def _steps(level: str) -> list[tuple[str, list]]:
     if level == "decompose":
         return [("decompose", decompose)]
     steps = [("fold-bn", [relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant(), *decompose])]
-    if level in ("nhwc", "prepack"):  # output channels innermost in data and weights: the search vectorises them
+    if level in ("nhwc", "prepack", "winograd"):  # output channels innermost in data and weights: vectorised
         steps.append((LAYOUT_STEP, [normalize_axes(), clip_as_min_max(), relax.transform.ConvertLayout(LAYOUTS),
                                     relax.transform.FoldConstant()]))
+    if level == "winograd":  # after the layout step: it rewrites channels-last convolutions
+        steps.append((WINOGRAD_STEP, [winograd_convolutions(), relax.transform.FoldConstant()]))
     steps.append(("vectorisable erf", [vectorisable_erf()]))  # after the layout step, which has no rule for it
     return steps
 
@@ -115,7 +125,7 @@ def _run_steps(mod, level: str, steps: list, target=None, *, notes: list[str] | 
     """``mod`` after ``steps``; with ``target``, each step kept only in the functions that compile after it or
     did not before it (:func:`_apply_step`)."""
     for name, passes in steps:
-        if name == LAYOUT_STEP and not has_operator(mod, "relax.nn.conv2d"):
+        if name in _CONVOLUTION_STEPS and not has_operator(mod, "relax.nn.conv2d"):
             continue
         mod = _apply_step(mod, level, name, passes, target, notes=notes)
     return mod
@@ -371,6 +381,35 @@ def vectorisable_erf():
     return _module_pass(_Rewriter, "VectorisableErf")
 
 
+def winograd_convolutions():
+    """A module pass writing each Relax ``conv2d`` that :func:`tunewise.winograd.eligible` accepts as a
+    Winograd convolution (:mod:`tunewise.winograd`): the weight's transform, an operator on the constant weight
+    that the next constant folding computes, and the convolution on the transformed weight, a primitive function
+    that fuses with its elementwise consumers (bias, activation) as the convolution did."""
+    import tvm
+    from tvm import relax
+
+    from tunewise import winograd
+
+    out_fusable = 4  # OpPatternKind.kOutEWiseFusable
+
+    @relax.expr_functor.mutator
+    class _Rewriter(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if not isinstance(call.op, tvm.ir.Op) or call.op.name != "relax.nn.conv2d":
+                return call
+            if not winograd.eligible(call):
+                return call
+            padding = tuple(int(p) for p in call.attrs.padding)
+            packed = self.builder_.emit(self.builder_.call_te(winograd.transformed_weight, call.args[1]))
+            return self.builder_.call_te(winograd.convolution, call.args[0], packed, padding,
+                                         primfunc_name_hint="conv2d_winograd",
+                                         primfunc_attrs={"op_pattern": out_fusable})
+
+    return _module_pass(_Rewriter, "WinogradConvolutions")
+
+
 def _module_pass(mutator, name: str):
     """A module pass named ``name`` that rewrites every Relax function of the module with ``mutator`` (a
     ``relax.PyExprMutator`` class, made with the module)."""
@@ -402,7 +441,7 @@ def fusion_passes(target) -> list:
 
 def prepacks(level: str) -> bool:
     """Whether a model of graph level ``level`` runs with its weights pre-packed in the tuned layouts."""
-    return level == "prepack"
+    return level in ("prepack", "winograd")
 
 
 def lower(mod, target, level: str):
