@@ -295,34 +295,27 @@ def normalize_axes():
     import tvm
     from tvm import relax
 
-    @relax.expr_functor.mutator
-    class _Normalizer(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if not isinstance(call.op, tvm.ir.Op) or not call.op.name.startswith("relax."):
-                return call
-            name = call.op.name[len("relax."):]
-            ndim = getattr(call.args[0].ty, "ndim", -1) if call.args else -1
-            if ndim < 0 or name not in ("squeeze", "permute_dims", *_REDUCTIONS):
-                return call
-            field = "axes" if name == "permute_dims" else "axis"
-            axis = getattr(call.attrs, field)
-            if axis is None:
-                return call
-            if isinstance(axis, (int, tvm.tirx.IntImm)):
-                if int(axis) >= 0:
-                    return call
-                normal = int(axis) % ndim
-            else:
-                if all(int(a) >= 0 for a in axis):
-                    return call
-                normal = [int(a) % ndim for a in axis]
-            op = getattr(relax.op, name)
-            if name in ("squeeze", "permute_dims"):
-                return op(call.args[0], normal)
-            return op(call.args[0], normal, bool(call.attrs.keepdims))
+    def rewrite(_builder, call):
+        name = call.op.name[len("relax."):]
+        ndim = getattr(call.args[0].ty, "ndim", -1)
+        axis = getattr(call.attrs, "axes" if name == "permute_dims" else "axis")
+        if ndim < 0 or axis is None:
+            return None
+        if isinstance(axis, (int, tvm.tirx.IntImm)):
+            if int(axis) >= 0:
+                return None
+            normal = int(axis) % ndim
+        else:
+            if all(int(a) >= 0 for a in axis):
+                return None
+            normal = [int(a) % ndim for a in axis]
+        op = getattr(relax.op, name)
+        if name in ("squeeze", "permute_dims"):
+            return op(call.args[0], normal)
+        return op(call.args[0], normal, bool(call.attrs.keepdims))
 
-    return _module_pass(_Normalizer, "NormalizeAxes")
+    operators = tuple(f"relax.{name}" for name in ("squeeze", "permute_dims", *_REDUCTIONS))
+    return _rewriting_pass(operators, rewrite, "NormalizeAxes")
 
 
 def clip_as_min_max():
@@ -331,24 +324,18 @@ def clip_as_min_max():
     the original layout and forth, each a pass over the activation in memory (a third of MobileNetV2's tuned
     latency); elementwise ``maximum`` and ``minimum`` take the layout of their input and fuse into the
     convolution's epilogue."""
-    import tvm
     from tvm import relax
 
-    @relax.expr_functor.mutator
-    class _Rewriter(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if not isinstance(call.op, tvm.ir.Op) or call.op.name != "relax.clip":
-                return call
-            x, (low, high) = call.args[0], (float(a.value) for a in call.args[1:])
-            dtype = str(x.ty.dtype)
-            if not dtype.startswith(("float", "bfloat")):
-                return call
-            if math.isfinite(low):  # clamp(min=...) imports as a clip to infinity
-                x = relax.op.maximum(x, relax.const(low, dtype))
-            return relax.op.minimum(x, relax.const(high, dtype)) if math.isfinite(high) else x
+    def rewrite(_builder, call):
+        x, (low, high) = call.args[0], (float(a.value) for a in call.args[1:])
+        dtype = str(x.ty.dtype)
+        if not dtype.startswith(("float", "bfloat")):
+            return None
+        if math.isfinite(low):  # clamp(min=...) imports as a clip to infinity
+            x = relax.op.maximum(x, relax.const(low, dtype))
+        return relax.op.minimum(x, relax.const(high, dtype)) if math.isfinite(high) else x
 
-    return _module_pass(_Rewriter, "ClipAsMinMax")
+    return _rewriting_pass(("relax.clip",), rewrite, "ClipAsMinMax")
 
 
 def vectorisable_erf():
@@ -358,27 +345,21 @@ def vectorisable_erf():
     Transformer's GELU (128 x 1024 floats, four a call) took 2.1 ms tuned with ``erf``, half the model's
     estimate; its design space holds nothing a search could vectorise it with. Float32 and float16 only, the
     types ``fast_erf`` has; ``gelu(x)`` becomes ``x * (0.5 + 0.5 * erf(x / sqrt 2))``, its definition."""
-    import tvm
     from tvm import relax, topi
 
-    @relax.expr_functor.mutator
-    class _Rewriter(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if not isinstance(call.op, tvm.ir.Op) or call.op.name not in ("relax.erf", "relax.nn.gelu"):
-                return call
-            x = call.args[0]
-            dtype = str(x.ty.dtype)
-            if dtype not in ("float32", "float16"):
-                return call
-            if call.op.name == "relax.erf":
-                return self.builder_.call_te(topi.fast_erf, x)
-            half = relax.const(0.5, dtype)
-            scaled = self.builder_.emit(relax.op.multiply(x, relax.const(math.sqrt(0.5), dtype)))
-            erf = self.builder_.emit(self.builder_.call_te(topi.fast_erf, scaled))
-            return relax.op.multiply(x, relax.op.add(half, relax.op.multiply(erf, half)))
+    def rewrite(builder, call):
+        x = call.args[0]
+        dtype = str(x.ty.dtype)
+        if dtype not in ("float32", "float16"):
+            return None
+        if call.op.name == "relax.erf":
+            return builder.call_te(topi.fast_erf, x)
+        half = relax.const(0.5, dtype)
+        scaled = builder.emit(relax.op.multiply(x, relax.const(math.sqrt(0.5), dtype)))
+        erf = builder.emit(builder.call_te(topi.fast_erf, scaled))
+        return relax.op.multiply(x, relax.op.add(half, relax.op.multiply(erf, half)))
 
-    return _module_pass(_Rewriter, "VectorisableErf")
+    return _rewriting_pass(("relax.erf", "relax.nn.gelu"), rewrite, "VectorisableErf")
 
 
 def winograd_convolutions():
@@ -386,39 +367,40 @@ def winograd_convolutions():
     Winograd convolution (:mod:`tunewise.winograd`): the weight's transform, an operator on the constant weight
     that the next constant folding computes, and the convolution on the transformed weight, a primitive function
     that fuses with its elementwise consumers (bias, activation) as the convolution did."""
-    import tvm
-    from tvm import relax
-
     from tunewise import winograd
 
     out_fusable = 4  # OpPatternKind.kOutEWiseFusable
+
+    def rewrite(builder, call):
+        if not winograd.eligible(call):
+            return None
+        padding = tuple(int(p) for p in call.attrs.padding)
+        packed = builder.emit(builder.call_te(winograd.transformed_weight, call.args[1]))
+        return builder.call_te(winograd.convolution, call.args[0], packed, padding,
+                               primfunc_name_hint="conv2d_winograd", primfunc_attrs={"op_pattern": out_fusable})
+
+    return _rewriting_pass(("relax.nn.conv2d",), rewrite, "WinogradConvolutions")
+
+
+def _rewriting_pass(operators: tuple[str, ...], rewrite, name: str):
+    """A module pass named ``name`` that replaces each call of one of ``operators`` (Relax operator names) in
+    every Relax function by ``rewrite(builder, call)``, the call's arguments already rewritten and ``builder``
+    the ``relax.BlockBuilder`` to emit bindings with; a call for which ``rewrite`` returns None stays."""
+    import tvm
+    from tvm import relax
 
     @relax.expr_functor.mutator
     class _Rewriter(relax.PyExprMutator):
         def visit_call_(self, call):
             call = super().visit_call_(call)
-            if not isinstance(call.op, tvm.ir.Op) or call.op.name != "relax.nn.conv2d":
+            if not isinstance(call.op, tvm.ir.Op) or call.op.name not in operators:
                 return call
-            if not winograd.eligible(call):
-                return call
-            padding = tuple(int(p) for p in call.attrs.padding)
-            packed = self.builder_.emit(self.builder_.call_te(winograd.transformed_weight, call.args[1]))
-            return self.builder_.call_te(winograd.convolution, call.args[0], packed, padding,
-                                         primfunc_name_hint="conv2d_winograd",
-                                         primfunc_attrs={"op_pattern": out_fusable})
-
-    return _module_pass(_Rewriter, "WinogradConvolutions")
-
-
-def _module_pass(mutator, name: str):
-    """A module pass named ``name`` that rewrites every Relax function of the module with ``mutator`` (a
-    ``relax.PyExprMutator`` class, made with the module)."""
-    import tvm
-    from tvm import relax
+            rewritten = rewrite(self.builder_, call)
+            return call if rewritten is None else rewritten
 
     @tvm.ir.transform.module_pass(opt_level=0, name=name)
     def _pass(mod, _ctx):
-        rewriter = mutator(mod)
+        rewriter = _Rewriter(mod)
         for gv, func in mod.functions.items():
             if isinstance(func, relax.Function):
                 rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
