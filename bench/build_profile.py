@@ -69,17 +69,14 @@ def main() -> None:
     target = targets.resolve(run.target)
     database = stores.StoreDatabase(store, run=args.run, target=target)
     wanted = [part for part in args.tasks.split(",") if part]
-    trials = [t for t in store.get_trials(args.run) if t.error is None and t.record and t.run_secs]
     rows = []
     for task in store.get_tasks(args.run):
         if wanted and not any(part in task.name for part in wanted):
             continue
-        measured = [t for t in trials if t.task == task.index]
-        if not measured:
+        top = database.get_top_k(database.workload(task.workload), 1)
+        if not top:
             continue
-        best = min(measured, key=lambda t: t.latency)
-        record = database.record(best)
-        row = {"task": task.name, **profile(record.as_measure_candidate().sch.mod, target, args.top)}
+        row = {"task": task.name, **profile(top[0].as_measure_candidate().sch.mod, target, args.top)}
         rows.append(row)
         print(json.dumps(row))
     if args.out:

@@ -75,7 +75,7 @@ def _steps(level: str) -> list[tuple[str, list]]:
     if level == "decompose":
         return [("decompose", decompose)]
     steps = [("fold-bn", [relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant(), *decompose])]
-    if level in ("nhwc", "prepack", "winograd"):  # output channels innermost in data and weights: vectorised
+    if _includes(level, "nhwc"):  # output channels innermost in data and weights: the search vectorises them
         steps.append((LAYOUT_STEP, [normalize_axes(), clip_as_min_max(), relax.transform.ConvertLayout(LAYOUTS),
                                     relax.transform.FoldConstant()]))
     if level == "winograd":  # after the layout step: it rewrites channels-last convolutions
@@ -423,7 +423,13 @@ def fusion_passes(target) -> list:
 
 def prepacks(level: str) -> bool:
     """Whether a model of graph level ``level`` runs with its weights pre-packed in the tuned layouts."""
-    return level in ("prepack", "winograd")
+    return _includes(level, "prepack")
+
+
+def _includes(level: str, lower: str) -> bool:
+    """Whether graph level ``level`` runs the steps of level ``lower``: each level is the one before it plus
+    steps of its own (:data:`LEVELS`, in that order). An unknown ``level`` includes none."""
+    return level in LEVELS and LEVELS.index(level) >= LEVELS.index(lower)
 
 
 def lower(mod, target, level: str):
