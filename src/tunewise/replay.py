@@ -25,6 +25,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from tunewise import infinity
 from tunewise.budget import Budget
 from tunewise.estimate import model_latency
 from tunewise.ledger import Ledger
@@ -92,9 +93,9 @@ class Trace:
         """Write the trace as gzip-compressed JSON (``inf`` stored as ``null``); :meth:`load` reads it back."""
         data = {"format": _FORMAT, "model": self.model, "meta": self.meta,
                 "tasks": [{"name": t.name, "weight": t.weight, "flops": t.flops,
-                           "default_latency": _to_json(t.default_latency)} for t in self.tasks],
-                "runs": [[{"latencies": [_to_json(x) for x in r.latencies], "costs": list(r.costs)} for r in runs]
-                         for runs in self.runs]}
+                           "default_latency": infinity.to_json(t.default_latency)} for t in self.tasks],
+                "runs": [[{"latencies": [infinity.to_json(x) for x in r.latencies], "costs": list(r.costs)}
+                          for r in runs] for runs in self.runs]}
         with gzip.open(path, "wt", encoding="utf-8") as f:
             json.dump(data, f, separators=(",", ":"))
 
@@ -105,19 +106,11 @@ class Trace:
             data = json.load(f)
         if data.get("format") != _FORMAT:
             raise ValueError(f"{path}: trace format {data.get('format')!r}, expected {_FORMAT}")
-        tasks = tuple(TraceTask(t["name"], t["weight"], t["flops"], _from_json(t["default_latency"]))
+        tasks = tuple(TraceTask(t["name"], t["weight"], t["flops"], infinity.from_json(t["default_latency"]))
                       for t in data["tasks"])
-        runs = tuple(tuple(TaskRun(tuple(_from_json(x) for x in r["latencies"]), tuple(r["costs"])) for r in runs)
-                     for runs in data["runs"])
+        runs = tuple(tuple(TaskRun(tuple(infinity.from_json(x) for x in r["latencies"]), tuple(r["costs"]))
+                           for r in runs) for runs in data["runs"])
         return cls(data["model"], tasks, runs, data["meta"])
-
-
-def _to_json(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-def _from_json(x: float | None) -> float:
-    return math.inf if x is None else float(x)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tunewise import infinity
+
 #: The probability levels of :attr:`Forecast.end`: 0, 5 %, ..., 100 %.
 END_LEVELS = tuple(i / 20 for i in range(21))
 
@@ -121,14 +123,14 @@ class Forecast:
         return {"slot": self.slot, "elapsed": self.elapsed, "times": list(self.times), "low": list(self.low),
                 "median": list(self.median), "high": list(self.high), "end": list(self.end),
                 "untried": self.untried, "goal": self.goal,
-                "untried_share": self.untried_share if math.isfinite(self.untried_share) else None}
+                "untried_share": infinity.to_json(self.untried_share)}
 
     @classmethod
     def from_json(cls, data: dict) -> Forecast:
         # a forecast stored without its untried share: none when every task was measured, else unknown
         share = data.get("untried_share", 0.0 if data["untried"] == 0 else None)
         return cls(data["slot"], data["elapsed"], *(tuple(data[k]) for k in ("times", "low", "median", "high", "end")),
-                   data["untried"], data["goal"], math.inf if share is None else share)
+                   data["untried"], data["goal"], infinity.from_json(share))
 
 
 def _first(times, band, latency: float) -> float:

@@ -15,7 +15,6 @@ raised as :class:`~tunewise.errors.StoreError`.
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +23,7 @@ from sqlalchemy import event, func, inspect, or_, select, update
 from sqlalchemy.engine import Connection, Engine, create_engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 
+from tunewise import infinity
 from tunewise.errors import InputError, RunBusyError, StoreError, message_line
 from tunewise.forecast import Forecast
 from tunewise.stores import _base
@@ -44,14 +44,6 @@ from tunewise.stores._url import display_url, hide_secrets
 _PHASE_JOULES = ("search_joules", "build_joules", "measure_joules")
 _MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
 _MIGRATION_LOCK = 0x7475_6E65  # PostgreSQL advisory lock key of schema upgrades
-
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-def _or_inf(value: float | None) -> float:
-    return math.inf if value is None else value
 
 
 def _lock(conn: Connection, key: int) -> None:
@@ -292,13 +284,13 @@ class SQLAlchemyStore(Store):
         with self._writer.begin() as conn:
             conn.execute(s.tasks.insert(), [
                 {"run_id": run, "task_index": t.index, "name": t.name, "workload_id": t.workload,
-                 "weight": t.weight, "flops": t.flops, "default_latency": _finite(t.default_latency)}
+                 "weight": t.weight, "flops": t.flops, "default_latency": infinity.to_json(t.default_latency)}
                 for t in tasks])
 
     def get_tasks(self, run: int) -> list[StoredTask]:
         with self._engine.connect() as conn:
             return [StoredTask(row.task_index, row.name, row.workload_id, row.weight, row.flops,
-                               _or_inf(row.default_latency))
+                               infinity.from_json(row.default_latency))
                     for row in conn.execute(select(s.tasks).where(s.tasks.c.run_id == run)
                                             .order_by(s.tasks.c.task_index))]
 
@@ -320,7 +312,7 @@ class SQLAlchemyStore(Store):
                 c = checkpoint
                 conn.execute(s.checkpoints.insert().values(
                     run_id=run, slot=c.slot, task_index=c.task, trials=c.trials, elapsed=c.elapsed,
-                    seconds=c.seconds, latency=_finite(c.latency), joules=c.joules, skipped=c.skipped,
+                    seconds=c.seconds, latency=infinity.to_json(c.latency), joules=c.joules, skipped=c.skipped,
                     forecast=None if c.forecast is None else json.dumps(c.forecast.to_json()),
                     **dict(zip(_PHASE_JOULES, c.phase_joules or (None, None, None), strict=True))))
             conn.execute(update(s.runs).where(s.runs.c.id == run).values(updated=time.time()))
@@ -360,8 +352,8 @@ class SQLAlchemyStore(Store):
 
     def get_checkpoints(self, run: int) -> list[Checkpoint]:
         with self._engine.connect() as conn:
-            return [Checkpoint(row.slot, row.task_index, row.trials, row.elapsed, row.seconds, _or_inf(row.latency),
-                               row.joules, row.skipped,
+            return [Checkpoint(row.slot, row.task_index, row.trials, row.elapsed, row.seconds,
+                               infinity.from_json(row.latency), row.joules, row.skipped,
                                None if row.search_joules is None else tuple(getattr(row, c) for c in _PHASE_JOULES),
                                None if row.forecast is None else Forecast.from_json(json.loads(row.forecast)))
                     for row in conn.execute(select(s.checkpoints).where(s.checkpoints.c.run_id == run)
@@ -370,12 +362,13 @@ class SQLAlchemyStore(Store):
     def add_model_latency(self, run: int, point: ModelLatency) -> None:
         with self._writer.begin() as conn:
             conn.execute(s.model_latencies.insert().values(
-                run_id=run, elapsed=point.elapsed, trials=point.trials, latency=_finite(point.latency),
+                run_id=run, elapsed=point.elapsed, trials=point.trials, latency=infinity.to_json(point.latency),
                 seconds=point.seconds, joules=point.joules, message=point.message))
 
     def get_model_latencies(self, run: int) -> list[ModelLatency]:
         with self._engine.connect() as conn:
-            return [ModelLatency(row.elapsed, row.trials, _or_inf(row.latency), row.seconds, row.joules, row.message)
+            return [ModelLatency(row.elapsed, row.trials, infinity.from_json(row.latency), row.seconds, row.joules,
+                                 row.message)
                     for row in conn.execute(select(s.model_latencies).where(s.model_latencies.c.run_id == run)
                                             .order_by(s.model_latencies.c.id))]
 
