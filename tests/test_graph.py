@@ -349,26 +349,26 @@ def test_gelu_and_erf_lose_the_scalar_erf_from_fold_bn_on(host_target, level):
 
 
 class _Winograd(torch.nn.Module):
-    """3x3 convolutions that the ``winograd`` level rewrites (stride 1, at least 32 channels: a padded one on
-    a size that is not a multiple of the 4x4 tile, one without padding) and three it leaves (stride 2, 16
-    channels, and a 1x1)."""
+    """3x3 convolutions that the ``winograd`` level rewrites (stride 1, at least 32 channels, at least 16 output
+    tiles: a padded one on a size that is not a multiple of the 4x4 tile, one without padding) and four it leaves
+    (stride 2, 16 channels, a 1x1, and one of four output tiles)."""
 
     def __init__(self):
         super().__init__()
         self.stem, self.same = torch.nn.Conv2d(3, 32, 1), torch.nn.Conv2d(32, 32, 3, padding=1)
         self.valid, self.strided = torch.nn.Conv2d(32, 48, 3), torch.nn.Conv2d(48, 32, 3, stride=2, padding=1)
-        self.narrow = torch.nn.Conv2d(32, 16, 3, padding=1)
+        self.small, self.narrow = torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.Conv2d(32, 16, 3, padding=1)
 
-    def forward(self, x):
+    def forward(self, x):  # 15x15, 15x15, 13x13, then 7x7
         y = torch.relu(self.same(torch.relu(self.stem(x))))
-        return self.narrow(self.strided(torch.relu(self.valid(y) + 1.0)))
+        return self.narrow(self.small(self.strided(torch.relu(self.valid(y) + 1.0))))
 
 
 @pytest.fixture(scope="module")
 def winograd_model():
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        return frontend.load(_Winograd(), example_inputs=(torch.randn(1, 3, 11, 11),))
+        return frontend.load(_Winograd(), example_inputs=(torch.randn(1, 3, 15, 15),))
 
 
 def test_winograd_level_computes_the_eligible_convolutions_by_winograd(host_target, fallbacks, winograd_model):
@@ -377,12 +377,19 @@ def test_winograd_level_computes_the_eligible_convolutions_by_winograd(host_targ
     # the two stride-1 convolutions of 32 channels or more, each with its fused bias and activation
     winograd = [n for n in names if "winograd" in n]
     assert len(winograd) == 2 and all(n.startswith("fused_conv2d_winograd") and "relu" in n for n in winograd), names
-    assert len([n for n in names if n.startswith("fused_conv2d") and "winograd" not in n]) == 3, names
+    assert len([n for n in names if n.startswith("fused_conv2d") and "winograd" not in n]) == 4, names
     # the transformed weights are constants: no task computes them at run time
     assert not [n for n in names if "winograd_weight" in n], names
     compiled = compiler.CompiledModel(compiler.build(extracted), host_target)
     assert compiler.verify(compiled, extracted.inputs, extracted.reference_outputs) < 1e-4
     assert fallbacks == []
+
+
+def test_winograd_level_is_for_cpus(winograd_model):
+    import tvm
+
+    with pytest.raises(InputError, match="'winograd' is for CPU targets"):
+        tasks.extract(winograd_model, tvm.target.Target({"kind": "cuda", "arch": "sm_90"}), level="winograd")
 
 
 def test_winograd_convolution_tunes_with_prepacked_weights(host_target, measurer, winograd_model):
@@ -402,6 +409,8 @@ def test_winograd_convolution_tunes_with_prepacked_weights(host_target, measurer
     [best] = loop.database.get_top_k(workload, 1)
     schedule = best.as_measure_candidate().sch.mod.script()
     assert "bgemm" in schedule and "data_pack" in schedule
+    # the transforms took their rule: each rows' block computed inside its columns' loops
+    assert str(best.trace).count("compute_at") >= 2
     # compiled with that record, the model verifies with the transformed weight rewritten at compile time
     records = ms.database.MemoryDatabase()
     records.commit_tuning_record(ms.database.TuningRecord(best.trace, records.commit_workload(model.task_mods[task]),

@@ -104,7 +104,12 @@ def optimize_and_lower(mod, target, level: str) -> tuple:
     tasks from."""
     import tvm
 
+    from tunewise.target import is_gpu
+
     steps = _steps(level)
+    if level == WINOGRAD_STEP and is_gpu(target):
+        raise InputError(f"graph level {level!r} is for CPU targets; on a GPU choose one of: "
+                         f"{', '.join(LEVELS[:LEVELS.index(level)])}")
     notes: list[str] = []  # the warnings of the steps that fell back, given for the run whose result is kept
     with target, tvm.transform.PassContext(opt_level=3):
         result = _run_steps(mod, level, steps, notes=notes)

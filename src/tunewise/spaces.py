@@ -29,9 +29,12 @@ def rules(mod, target) -> str:
 
 def generator(mod, target):
     """The space generator of ``mod`` on ``target``: MetaSchedule's post-order application of :func:`rules`
-    (registering the CUDA tensor intrinsics first when they are used)."""
+    (registering the CUDA tensor intrinsics first when they are used, and our own rules)."""
     from tvm.s_tir import meta_schedule as ms
 
+    from tunewise import winograd
+
+    winograd.register_rules()
     kind = rules(mod, target)
     if kind == "cuda-tensorcore":
         importlib.import_module("tvm.s_tir.tensor_intrin.cuda")
