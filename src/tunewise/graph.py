@@ -13,10 +13,11 @@ in (MetaSchedule's ``RewriteLayout``, measured without the rewrite, as a pre-pac
 compilation splits those weight rewrites out of the operators and folds them into the constants, once
 (:func:`compile_pipeline`). onnxruntime's CPU convolutions do the same with their blocked weights.
 
-At level ``winograd`` (``prepack`` plus this), 3x3 convolutions of stride 1 with at least 32 channels are
-computed as Winograd convolutions (:mod:`tunewise.winograd`), their transformed weights folded into the
-constants. Their kernels are faster than direct ones tuned with as many trials, but each trial costs several
-times as much to search and build (``bench/README.md``), so it is a level to choose, not a default.
+At level ``winograd`` (``prepack`` plus this; CPU targets only), the 3x3 convolutions of stride 1 that
+:func:`tunewise.winograd.eligible` accepts are computed as Winograd convolutions (:mod:`tunewise.winograd`),
+their transformed weights folded into the constants. Their kernels are faster than direct ones tuned with as
+many trials, but the compiled ResNet-18 was no faster than at ``prepack`` (``bench/README.md``), so it is a
+level to choose, not a default.
 
 The default level is the target's (:func:`default_level`): ``prepack`` on a CPU, where pre-packed weights
 measured faster than channels-last ones alone in most comparisons (``bench/README.md``), and ``nhwc`` on a

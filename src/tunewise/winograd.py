@@ -27,9 +27,10 @@ KERNEL = 3
 # narrower convolutions stay direct: the batch of matrix products has too few channels to vectorise over (the
 # convolutions measured had 64 to 512)
 MIN_CHANNELS = 32
-# nor do convolutions of fewer output tiles: each element of the transformed weight, four times the size of the
-# direct one, serves every tile, and with few tiles the products wait on reading it (ResNet-18's 512-channel
-# 7x7 convolutions, four tiles, tuned slower than direct ones; its 256-channel 14x14 ones, 16 tiles, faster)
+# nor do convolutions of fewer output tiles: the transformed weight is four times the direct one, and each of its
+# elements serves only as many products as there are tiles (tuned for ResNet-18 in one run each, its 512-channel
+# 7x7 convolutions, four tiles, were no faster as Winograd kernels than direct; its 256-channel 14x14 ones,
+# 16 tiles, were faster)
 MIN_TILES = 16
 # the name of the transforms' MetaSchedule rule (:func:`register_rules`)
 TRANSFORM_RULE = "tunewise_winograd_transform"
