@@ -108,7 +108,7 @@ def optimize_and_lower(mod, target, level: str) -> tuple:
     from tunewise.target import is_gpu
 
     steps = _steps(level)
-    if level == WINOGRAD_STEP and is_gpu(target):
+    if level == "winograd" and is_gpu(target):
         raise InputError(f"graph level {level!r} is for CPU targets; on a GPU choose one of: "
                          f"{', '.join(LEVELS[:LEVELS.index(level)])}")
     notes: list[str] = []  # the warnings of the steps that fell back, given for the run whose result is kept

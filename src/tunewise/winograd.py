@@ -15,9 +15,9 @@ MetaSchedule has no rule for such a pair, so they carry a rule of ours (:data:`T
 :func:`register_rules`): the tiles and an outer part of the channels outermost, for the postprocessing to
 parallelise; the rows' product computed there; the 6-long loops unrolled and the inner channels, whose split the
 search samples, vectorised. The matrices stay small buffers that the unrolled loops read, rather than constants
-folded into every candidate: MetaSchedule's own Winograd rules fold them, and a candidate then took three
-times as long to build as a direct convolution's. The batch of matrix products takes the search's multi-level
-tiling. The transform matrices are Cook-Toom's at TOPI's interpolation points, chosen for float32 accuracy.
+folded again in every candidate's build, as MetaSchedule's own Winograd rules have them. The batch of matrix
+products takes the search's multi-level tiling. The transform matrices are Cook-Toom's at TOPI's interpolation
+points, chosen for float32 accuracy.
 """
 
 from __future__ import annotations
@@ -63,9 +63,16 @@ def eligible(call) -> bool:
     if data is None or not all(isinstance(d, tvm.tirx.IntImm) for d in data):
         return False
     batch, height, width, _ = (int(d) for d in data)
-    top, left, bottom, right = (int(p) for p in attrs.padding)
+    _, _, tiles_h, tiles_w = _output_tiles(height, width, tuple(int(p) for p in attrs.padding))
+    return batch * tiles_h * tiles_w >= MIN_TILES
+
+
+def _output_tiles(height: int, width: int, padding) -> tuple[int, int, int, int]:
+    """``(out_height, out_width, tiles_h, tiles_w)`` of the convolution of a ``height`` x ``width`` input padded
+    by ``padding`` (``(top, left, bottom, right)``): its output and the 4x4 tiles that cover it."""
+    top, left, bottom, right = padding
     out_height, out_width = height + top + bottom - KERNEL + 1, width + left + right - KERNEL + 1
-    return batch * -(-out_height // TILE) * -(-out_width // TILE) >= MIN_TILES
+    return out_height, out_width, -(-out_height // TILE), -(-out_width // TILE)
 
 
 def transformed_weight(weight):
@@ -91,10 +98,8 @@ def convolution(data, packed, padding):
 
     batch, height, width, in_channels = (int(d) for d in data.shape)
     alpha, _, _, out_channels = (int(d) for d in packed.shape)
-    top, left, bottom, right = padding
-    out_height = height + top + bottom - KERNEL + 1
-    out_width = width + left + right - KERNEL + 1
-    tiles_h, tiles_w = -(-out_height // TILE), -(-out_width // TILE)
+    top, left, _, _ = padding
+    out_height, out_width, tiles_h, tiles_w = _output_tiles(height, width, padding)
     tiles = batch * tiles_h * tiles_w
     a, b, _ = winograd_transform_matrices(TILE, KERNEL, str(data.dtype))
     # padded so that every tile's 6x6 window lies inside
