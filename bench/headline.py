@@ -130,11 +130,13 @@ def run_ours(model, settings: RunSettings, measurer, seconds: float, times: list
     loop.check_model()
     points = store.get_model_latencies(loop.run_id)
     compiled = [(tuning_clock(p.elapsed, points), p.latency * 1e3) for p in points]
+    slots = store.get_checkpoints(loop.run_id)
     curve = [(0.0, model.untuned_latency() * 1e3)] + [(tuning_clock(c.elapsed, points), c.latency * 1e3)
-                                                       for c in store.get_checkpoints(loop.run_id)]
+                                                       for c in slots]
     tuning, trials = compiled[-1][0], len(store.get_trials(loop.run_id, records=False))
     return {"compiled": compiled, "estimate": curve, "trials": trials, "tuning_s": tuning,
-            "trials_per_min": 60 * trials / tuning, "split": phases.seconds, "final_ms": compiled[-1][1]}
+            "trials_per_min": 60 * trials / tuning, "split": phases.seconds, "final_ms": compiled[-1][1],
+            "slots": [(c.task, c.trials, c.seconds) for c in slots]}
 
 
 def tuning_clock(elapsed: float, points) -> float:

@@ -10,8 +10,9 @@ Then each scheduler in turn tunes from an empty in-memory store for ``--minutes`
 :class:`tunewise.settings.RunSettings`' defaults for everything else, as ``bench/headline.py``'s ``tunewise``
 arm does (:func:`headline.run_ours`): at each of ``--checkpoints`` (minutes of tuning time) and at the end,
 the model is compiled with the run's best records so far, verified and timed in a fresh process, its
-tuning clock stopped meanwhile. Reported per model and scheduler: the compiled curve and the estimate's,
-``final_ms``, ``trials``, and ``ttq5_s``, the first checkpoint within 5 % of the best final compiled latency
+tuning clock stopped meanwhile. Reported per model: its ``tasks`` (name, weight, untuned latency in ms); per
+scheduler: the compiled curve and the estimate's, ``final_ms``, ``trials``, ``slots`` (task, trials, seconds of
+each slot, in order), and ``ttq5_s``, the first checkpoint within 5 % of the best final compiled latency
 of any scheduler on that model (:func:`tunewise.lab.curves.time_to_quality`). The JSON holds the command
 line, the commit and the CPU model (:mod:`provenance`), written after every run.
 """
@@ -59,6 +60,7 @@ def main() -> None:
             measurer = prepare.make_measurer(target, base)
             try:
                 model = tasks.extract(imported, target, level=base.level, measurer=measurer)
+                entry["tasks"] = [(t.name, t.weight, t.default_latency * 1e3) for t in model.tasks]
                 for scheduler in names:
                     settings = dataclasses.replace(base, scheduler=scheduler)
                     entry[scheduler] = headline.run_ours(model, settings, measurer, seconds, times, "sqlite://")
@@ -70,7 +72,8 @@ def main() -> None:
                             entry[s]["ttq5_s"] = reached[s]
                     with open(args.out, "w") as f:
                         json.dump(provenance.stamped(result), f, indent=1)
-                    print(name, scheduler, {k: v for k, v in entry[scheduler].items() if k != "estimate"}, flush=True)
+                    shown = {k: v for k, v in entry[scheduler].items() if k not in ("estimate", "slots")}
+                    print(name, scheduler, shown, flush=True)
             finally:
                 measurer.close()
 

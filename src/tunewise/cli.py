@@ -580,13 +580,17 @@ def run() -> None:
     (:func:`tunewise.workers.fork_zygote`: no worker imports TVM again). The interpreter's last garbage
     collection, over the millions of objects TVM and PyTorch leave, takes one to two seconds and frees nothing
     the exit would not, so those objects are frozen out of it."""
-    from tunewise import tvm_env
+    from tunewise import interrupts, tvm_env
 
     tvm_env.import_tvm()
     from tunewise import workers  # imports TVM: after import_tvm
 
     workers.fork_zygote()
-    code = main()
+    try:
+        code = main()
+    except KeyboardInterrupt:  # a further Ctrl-C while the command was saying how it stopped
+        code = interrupts.Interrupted().exit_code
+    interrupts.ignore_from_now()
     gc.freeze()
     sys.exit(code)
 

@@ -75,6 +75,13 @@ def handled():
         _requests.clear()
 
 
+def ignore_from_now() -> None:
+    """Make this process ignore SIGINT and SIGTERM from now on: for a program whose command has ended and whose
+    exit code is decided, so that a late Ctrl-C does not turn its exit into a death by the signal."""
+    for s in _SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+
+
 def ignore_in_worker() -> None:
     """Make this (worker) process ignore SIGINT: its parent decides when to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
