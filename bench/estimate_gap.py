@@ -137,9 +137,10 @@ def main() -> None:
     compiled, _ = compiler.compile_checked(model, database)
     latency = compiled.time(*model.inputs, repeat=20).median
     calls, call_seconds = in_model(compiled, model.inputs, args.calls)
-    for row in rows:
-        if row["name"] in calls:
-            row["in_model"] = calls.pop(row["name"]) / row["weight"]
+    for row in rows:  # a task's kernel, or at the prepack level its function reading pre-packed weights
+        name = next((n for n in (row["name"], row["name"] + "_prepacked") if n in calls), None)
+        if name is not None:
+            row["in_model"] = calls.pop(name) / row["weight"]
     result = {"store": args.store, "run": args.run, "model": model.name, "tasks": rows,
               "estimate_tuned": total("tuned"), "estimate_warm": total("warm"), "estimate_cold": total("cold"),
               "estimate_in_model": total("in_model"), "compiled": latency,

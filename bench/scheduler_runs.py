@@ -6,7 +6,8 @@
         --minutes 10 --out bench/results/current/scheduler-runs.json
 
 Per model: one import, one extraction and one measurement of the default latencies, shared by every run.
-Then each scheduler in turn tunes from an empty in-memory store for ``--minutes`` of tuning time, with
+Then each scheduler in turn tunes from an empty store (in memory, or kept with ``--keep-stores`` for
+``bench/estimate_gap.py`` to read) for ``--minutes`` of tuning time, with
 :class:`tunewise.settings.RunSettings`' defaults for everything else, as ``bench/headline.py``'s ``tunewise``
 arm does (:func:`headline.run_ours`): at each of ``--checkpoints`` (minutes of tuning time) and at the end,
 the model is compiled with the run's best records so far, verified and timed in a fresh process, its
@@ -42,6 +43,8 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10.0, help="tuning time of each run")
     parser.add_argument("--checkpoints", default="2,4,6,8", help="minutes of tuning time")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep-stores", metavar="DIR",
+                        help="tune into SQLite stores DIR/MODEL-SCHEDULER.db, kept (default: in memory)")
     parser.add_argument("--out", default="bench/results/scheduler-runs.json")
     args = parser.parse_args()
     seconds = 60 * args.minutes
@@ -51,6 +54,8 @@ def main() -> None:
     result = {"cpu": provenance.cpu_model(), "target": str(target), "minutes": args.minutes, "seed": args.seed,
               "checkpoints_min": [t / 60 for t in times], "schedulers": names, "models": {}}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    if args.keep_stores:
+        os.makedirs(args.keep_stores, exist_ok=True)
     tvm_env.prepare("llvm")
     with tempfile.TemporaryDirectory(prefix="scheduler-runs-") as folder:
         for name, source in headline.sources(args.models.split(","), folder, args.seed).items():
@@ -63,7 +68,9 @@ def main() -> None:
                 entry["tasks"] = [(t.name, t.weight, t.default_latency * 1e3) for t in model.tasks]
                 for scheduler in names:
                     settings = dataclasses.replace(base, scheduler=scheduler)
-                    entry[scheduler] = headline.run_ours(model, settings, measurer, seconds, times, "sqlite://")
+                    url = ("sqlite://" if args.keep_stores is None
+                           else f"sqlite:///{os.path.abspath(args.keep_stores)}/{name}-{scheduler}.db")
+                    entry[scheduler] = headline.run_ours(model, settings, measurer, seconds, times, url)
                     entry[scheduler]["provenance"] = provenance.stamp()
                     if all(s in entry for s in names):
                         goal, reached = time_to_quality({s: entry[s]["compiled"] for s in names}, within=0.05)

@@ -56,6 +56,7 @@ def test_a_run_with_a_goal_stops_on_the_measured_latency_and_stores_it(tiny_mlp,
     final = run.run()
     (point,) = store.get_model_latencies(run_id)
     assert 0 < point.latency < 1e-3 and point.message == "" and point.seconds > 0 and point.joules > 0
+    assert 0 < run.checker.build_seconds < point.seconds  # what compiling took, for the time after tuning
     assert final.trials == 4 and point.trials == 4  # checked after the first slot, which reached the goal
     assert run.ledger.stopped_by.startswith("latency goal 1e+04 ms reached: measured model latency")
     assert final.measured == ((point.elapsed, point.latency),)

@@ -111,20 +111,21 @@ def test_empty_slots_do_not_divide_by_zero():
 
 
 def test_compile_estimate():
-    # two builds and two exports; the tuned model run twice; the timing process: both models a warm-up and 10
-    # rounds of at least 0.2 s each (or one call when longer); the references process, at the tuned latency
+    # two builds and three exports (untuned, tuned, the artifact) of half a build each; the tuned model run
+    # twice; the timing process: both models a warm-up and 10 rounds of at least 0.2 s each (or one call when
+    # longer); the references process, at the tuned latency
     timed = TIMING_PROCESS_SECONDS + (0.5 + 10 * 0.5) + (0.01 + 10 * 0.2)
     references = REFERENCES_PROCESS_SECONDS + 2 * (0.01 + 10 * 0.2)
-    assert compile_estimate(3.0, 0.5, 0.01) == pytest.approx(9.0 + 0.02 + timed + references)
-    assert compile_estimate(3.0, 0.5, 0.01, references=False) == pytest.approx(9.0 + 0.02 + timed)
+    assert compile_estimate(3.0, 0.5, 0.01) == pytest.approx(10.5 + 0.02 + timed + references)
+    assert compile_estimate(3.0, 0.5, 0.01, references=False) == pytest.approx(10.5 + 0.02 + timed)
     assert compile_estimate(1.0, math.inf, math.inf) == pytest.approx(
-        3.0 + TIMING_PROCESS_SECONDS + 4.0 + REFERENCES_PROCESS_SECONDS + 4.0)
+        3.5 + TIMING_PROCESS_SECONDS + 4.0 + REFERENCES_PROCESS_SECONDS + 4.0)
     # an untuned model of 6 s a call: the compiled models get 3 rounds (timing.rounds_for), not 10
     slow = TIMING_PROCESS_SECONDS + (6.0 + 3 * 6.0) + (0.01 + 3 * 0.2)
-    assert compile_estimate(3.0, 6.0, 0.01, references=False) == pytest.approx(9.0 + 0.02 + slow)
+    assert compile_estimate(3.0, 6.0, 0.01, references=False) == pytest.approx(10.5 + 0.02 + slow)
     # a check measured a model while tuning: its export, and its timing beside the tuned one
     assert compile_estimate(3.0, 0.5, 0.01, references=False, checked=True) == pytest.approx(
-        9.0 + 0.02 + timed + 1.5 + (0.01 + 10 * 0.2))
+        10.5 + 0.02 + timed + 1.5 + (0.01 + 10 * 0.2))
 
 
 @pytest.mark.timing
@@ -141,6 +142,7 @@ def test_compile_estimate_covers_what_follows_tuning(tmp_path, tiny_mlp):
     compiler.verify(tuned, tiny_mlp.inputs, tiny_mlp.reference_outputs)
     (untuned_latency, tuned_latency), _ = timing.time_models([untuned, tuned], tiny_mlp.inputs)
     timing.time_references("tiny-mlp", tiny_mlp.inputs)
+    tuned.save(str(tmp_path / "artifact"))
     took = time.perf_counter() - start
     assert took <= compile_estimate(build_seconds, untuned_latency, tuned_latency)
 

@@ -19,6 +19,8 @@ def test_slow_models_get_fewer_rounds_within_the_time_limit():
     assert timing.rounds_for(60.0) == timing.MIN_ROUNDS
     assert timing.rounds_for(0.001, asked=3) == 3 and timing.rounds_for(60.0, asked=1) == 1  # fewer asked
     assert timing.describe(5).startswith("in fresh processes, median of 5 rounds")
+    assert timing.describe(5).endswith(f"references: {timing.ROUNDS} rounds")
+    assert "references" not in timing.describe(5, references=False)  # none were timed
 
 
 @pytest.mark.tvm

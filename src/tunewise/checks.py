@@ -12,6 +12,7 @@ rules (:mod:`tunewise.stoppers`) then decide from what the model measures, not f
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,8 @@ class ModelCheck:
 
     :attr:`fastest` keeps the fastest model it measured (:class:`Checked`), which the steps after tuning time
     beside the final one: a model compiled from fewer trials can be the faster one in the model.
+    :attr:`build_seconds` is what the last check measured here took to compile the model with its records and
+    check its outputs (``None`` before one): what the steps after tuning take for each model they compile.
     """
 
     def __init__(self, every: float | str = DEFAULT_EVERY, *, goal: float | None = None):
@@ -62,6 +65,7 @@ class ModelCheck:
         self.goal = goal
         self.last = 0.0  # tuning time of the last check
         self.cost = 0.0 if every == EPOCH else every / 10  # seconds the last check took
+        self.build_seconds: float | None = None  # seconds the last check here took to compile and verify
         self._epoch_end: int | None = None  # the slot number that ends the epoch in progress
         self.fastest: Checked | None = None
 
@@ -96,7 +100,9 @@ class ModelCheck:
         from tunewise import timing
 
         try:
+            start = time.perf_counter()
             compiled, max_error = compiler.compile_checked(model, database)
+            self.build_seconds = time.perf_counter() - start
             (latency,), _ = timing.time_models([compiled], model.inputs)
         except Exception as err:  # a build, run or verification failure of this model: the run goes on
             return math.inf, message_line(err)

@@ -61,7 +61,7 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
         if latencies[2] < tuned_latency:
             compiled, tuned_latency, max_error = checked.compiled, latencies[2], checked.max_error
             chosen["records"] = f"trial {checked.trials}"
-    how = timings.describe(rounds)
+    how = timings.describe(rounds, references=compare_torch)
     timed = (timings.time_references_on(model.target, source, model.inputs, example_inputs=example_inputs, seed=seed)
              if compare_torch else dict.fromkeys(timings.REFERENCES))
     compiled.metadata.update(

@@ -76,6 +76,13 @@ def stop_rules(settings: RunSettings, goal: float | None) -> list[stoppers.StopR
     return rules
 
 
+def make_checker(settings: RunSettings, goal: float | None) -> ModelCheck | None:
+    """The whole-model checks ``settings`` ask for (:attr:`RunSettings.check_interval`; ``None``: none), with
+    the latency goal ``goal`` (seconds)."""
+    every = settings.check_interval
+    return None if every is None else ModelCheck(every, goal=goal)
+
+
 def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, measurer: measure.Measurer,
                  scheduler=None, callbacks: Sequence[Callback | str] = (), run: int | None = None, lease=None,
                  deadline=None, goal: float | None = None, checker: ModelCheck | None = None) -> session.Session:
@@ -111,9 +118,8 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
                                stored.to_json(), owner=owner)
         if lease is not None:
             lease.hold(store, run)
-    every = settings.check_interval
-    if checker is None and every is not None:
-        checker = ModelCheck(every, goal=goal)
+    if checker is None:
+        checker = make_checker(settings, goal)
     return session.Session(model, scheduler, settings.budget, measurer, store, run,
                            trials_per_slot=settings.trials_per_slot, seed=settings.seed,
                            cost_model=settings.cost_model, share=settings.share,
@@ -201,14 +207,17 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
             starting.result().close()
         raise
     try:
+        checker = make_checker(settings, goal)
+
         def deadline(snapshot) -> float:
-            return finish_by - compile_estimate(extract_seconds, snapshot.untuned_latency(),
+            built = None if checker is None else checker.build_seconds  # measured by the run's last check
+            return finish_by - compile_estimate(max(extract_seconds, built or 0.0), snapshot.untuned_latency(),
                                                 snapshot.estimated_latency(), references=references,
                                                 rounds=timing_rounds, checked=bool(snapshot.measured))
 
         loop = open_session(model, settings, store=store, measurer=measurer, scheduler=scheduler,
                             callbacks=told.callbacks, run=run, lease=lease,
-                            deadline=None if finish_by is None else deadline, goal=goal)
+                            deadline=None if finish_by is None else deadline, goal=goal, checker=checker)
     except BaseException:
         measurer.close()
         raise

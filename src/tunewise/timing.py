@@ -42,10 +42,11 @@ ROUND_MS = 100
 MAX_SECONDS = 30.0
 
 
-def describe(rounds: int = ROUNDS) -> str:
-    """How latencies timed with ``rounds`` rounds of the compiled models were timed."""
+def describe(rounds: int = ROUNDS, *, references: bool = True) -> str:
+    """How latencies timed with ``rounds`` rounds of the compiled models (and the references, if they were
+    timed) were timed."""
     return (f"in fresh processes, median of {rounds} rounds of >= {ROUND_MS} ms; untuned and tuned alternating"
-            + ("" if rounds == ROUNDS else f"; references: {ROUNDS} rounds"))
+            + ("" if rounds == ROUNDS or not references else f"; references: {ROUNDS} rounds"))
 
 
 def rounds_for(call_seconds: float, asked: int = ROUNDS) -> int:
