@@ -123,6 +123,9 @@ def test_compile_estimate():
     # an untuned model of 6 s a call: the compiled models get 3 rounds (timing.rounds_for), not 10
     slow = TIMING_PROCESS_SECONDS + (6.0 + 3 * 6.0) + (0.01 + 3 * 0.2)
     assert compile_estimate(3.0, 6.0, 0.01, references=False) == pytest.approx(10.5 + 0.02 + slow)
+    # a tuned model still seconds a call: the references are counted at a round's 0.1 s a call at most
+    assert compile_estimate(3.0, 6.0, 5.0) == pytest.approx(compile_estimate(3.0, 6.0, 5.0, references=False)
+                                                            + REFERENCES_PROCESS_SECONDS + 2 * (0.1 + 10 * 0.2))
     # a check measured a model while tuning: its export, and its timing beside the tuned one
     assert compile_estimate(3.0, 0.5, 0.01, references=False, checked=True) == pytest.approx(
         10.5 + 0.02 + timed + 1.5 + (0.01 + 10 * 0.2))

@@ -61,8 +61,10 @@ def compile_estimate(build_seconds: float, untuned_latency: float, tuned_latency
     ``untuned_latency`` and the tuned one at ``tuned_latency`` (:func:`timing_seconds`;
     :func:`tunewise.timing.rounds_for`, ``rounds`` at most); with ``references``, another fresh process
     (:data:`REFERENCES_PROCESS_SECONDS`) timing PyTorch eager and onnxruntime, each counted at the tuned model's
-    latency; with ``checked``, the export and timing of the fastest model a check measured, beside the tuned
-    one. A latency that is not finite counts as 0.
+    latency up to a round's :data:`~tunewise.timing.ROUND_MS` (a barely tuned model's seconds a call say nothing
+    of the references': ResNet-18 at 4.9 s a call after one slot, PyTorch eager at 55 ms); with ``checked``,
+    the export and timing of the fastest model a check measured, beside the tuned one. A latency that is not
+    finite counts as 0.
 
     ``build_seconds`` is best measured: what a whole-model check of the run took to compile the tuned model
     (:attr:`tunewise.checks.ModelCheck.build_seconds`), else what optimising and extracting the model took (the
@@ -81,7 +83,8 @@ def compile_estimate(build_seconds: float, untuned_latency: float, tuned_latency
                 + timing_seconds(untuned, rounds) + timing_seconds(tuned, rounds))
     if checked:
         compiled += timing_seconds(tuned, rounds)
-    return compiled + (REFERENCES_PROCESS_SECONDS + 2 * timing_seconds(tuned) if references else 0.0)
+    reference = min(tuned, timing.ROUND_MS / 1e3)
+    return compiled + (REFERENCES_PROCESS_SECONDS + 2 * timing_seconds(reference) if references else 0.0)
 
 
 @dataclass
