@@ -46,7 +46,7 @@ def _as_files(model, inputs, folder) -> tuple[str, str]:
 # latencies in seconds: below one even while the other tests of this pass share the cores
 
 
-def test_references_of_files_zoo_models_and_modules(tmp_path):
+def test_references_of_files_modules_and_zoo_models_with_torch_compile_apart(tmp_path):
     model, inputs = zoo.get("tiny-gpt")
     ids = [inputs[0].numpy()]
     pt2, onnx = _as_files(model, inputs, tmp_path)
@@ -57,18 +57,11 @@ def test_references_of_files_zoo_models_and_modules(tmp_path):
     timed = timing.reference_latencies(onnx, ids, torch_compile=True)  # no PyTorch model to run or compile
     assert timed["torch_eager"] is None is timed["torch_compile"] is timed["torch_compile_seconds"]
     assert 0 < timed["onnxruntime"] < 1
-    for source in ("tiny-gpt", model):
-        eager, ort = timing.time_references(source, ids, example_inputs=inputs)
-        assert 0 < eager < 1 and 0 < ort < 1
-
-
-def test_torch_compile_is_timed_beside_the_references_its_compilation_apart(tmp_path):
-    model, inputs = zoo.get("tiny-mlp")
-    x = [inputs[0].numpy()]
-    pt2 = str(tmp_path / "model.pt2")
-    torch.export.save(torch.export.export(model, inputs), pt2)
-
-    timed = timing.reference_latencies(pt2, x, torch_compile=True)
+    eager, ort = timing.time_references(model, ids, example_inputs=inputs)  # a module of the Python API
+    assert 0 < eager < 1 and 0 < ort < 1
+    # a zoo model, torch.compile timed beside the references, its compilation apart
+    _, mlp_inputs = zoo.get("tiny-mlp")
+    timed = timing.reference_latencies("tiny-mlp", [mlp_inputs[0].numpy()], torch_compile=True)
     assert set(timed) == {"torch_eager", "onnxruntime", "torch_compile", "torch_compile_seconds"}
     assert all(0 < timed[name] < 1 for name in ("torch_eager", "onnxruntime", "torch_compile"))
     assert timed["torch_compile_seconds"] > timed["torch_compile"]  # the first call compiles
