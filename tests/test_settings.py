@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tunewise import cli, energy, schedulers, stores, workflow
+from tunewise import checks, cli, energy, schedulers, stores, workflow
 from tunewise.budget import Budget
 from tunewise.errors import InputError
 from tunewise.measure import MeasureConfig
@@ -46,6 +46,9 @@ def test_an_old_form_gets_the_values_its_run_was_tuned_with():
     # an evaluator or cost model missing: what the code always ran for them, not today's adaptive default
     bare = RunSettings.from_json({k: v for k, v in old_form("/out").items() if k not in ("evaluator", "cost_model")})
     assert (bare.evaluator, bare.cost_model) == ("fixed", "xgb") and RunSettings().evaluator == "adaptive"
+    # checked only with a goal or diminishing, as such runs were, not every 360 s as a new run is
+    assert settings.check_interval is None and RunSettings().check_interval == checks.DEFAULT_EVERY
+    assert dataclasses.replace(settings, diminishing=-0.25).check_interval == checks.DEFAULT_EVERY
     assert set(ADDED_KEYS) == {"share", "warm_start", "evaluator", "cost_model", "runner", "goal", "energy_budget",
                                "diminishing", "check_every", "energy_meter", "candidate_filter", "give_up"}
 
@@ -88,6 +91,14 @@ def test_settings_that_are_not_a_runs_are_refused_in_one_line(data, expected):
 def test_bad_settings_are_refused(changes, expected):
     with pytest.raises(InputError, match=expected):
         RunSettings(**changes)
+
+
+def test_whole_model_checks_every_interval_each_epoch_or_never():
+    assert RunSettings(check_every=90.0).check_interval == 90.0
+    assert RunSettings(check_every=checks.EPOCH).check_interval == checks.EPOCH
+    assert RunSettings(check_every=checks.NEVER, goal="8ms").check_interval is None
+    with pytest.raises(InputError, match="model-check interval must be a positive number, 'epoch' or 'never'"):
+        RunSettings(check_every="sometimes")
 
 
 def test_with_limits_replaces_only_the_limits_given():

@@ -6,7 +6,8 @@ A check costs a compile of the model and a fresh timing process: 32-33 s on ResN
 2-core machine (``bench/check_cost.py``, ``bench/results/current/check-cost-resnet18.json``; a slow, barely tuned model
 takes longest to time). So it is made every :data:`DEFAULT_EVERY` seconds of tuning time by default, which
 keeps checks under 10 % of tuning time, and sooner once the latency estimate reaches the run's goal: stop
-rules (:mod:`tunewise.stoppers`) then decide from what the model measures, not from the estimate.
+rules (:mod:`tunewise.stoppers`) then decide from what the model measures, not from the estimate, and the
+estimate shown is brought to the compiled model (:func:`tunewise.estimate.calibrated_latency`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ if TYPE_CHECKING:
 
 DEFAULT_EVERY = 360.0
 """Seconds of tuning time between two checks, when the run asks for checks without saying how often."""
+
+NEVER = "never"
+"""No whole-model checks: the estimate stays the tuning loop's own, and the steps after tuning time only the
+final records' model."""
 
 EPOCH = "epoch"
 """Check after every epoch instead: as many slots as there were live tasks when the epoch began (one slot per

@@ -161,8 +161,8 @@ def _parser() -> argparse.ArgumentParser:
                       help="stop once the model improves PHI (default -0.25: 25%%) more slowly per second of "
                            "tuning than over the check interval before (Trimmer's early stop)")
     tune.add_argument("--check-every", help="tuning time between whole-model checks (compile, verify, time in a "
-                      f"fresh process): 90s, 5m, or 'epoch': after every epoch, one slot per live task (default "
-                      f"{checks.DEFAULT_EVERY:.0f}s with --goal or --diminishing, else none)")
+                      "fresh process; the estimate shown is then brought to the compiled model): 90s, 5m, 'epoch' "
+                      f"(after every epoch, one slot per live task) or 'never' (default {checks.DEFAULT_EVERY:.0f}s)")
     tune.add_argument("--filter", dest="candidate_filter", choices=filters.names(),
                       help="skip proposals not worth measuring: cold (Trimmer: those whose most similar measured "
                            "candidates were all far slower than the search's trend)")
@@ -278,7 +278,7 @@ def _tune_options(args) -> dict:
                "energy_budget": parse_energy(args.energy_budget) if args.energy_budget is not None else None,
                "diminishing": _number("--diminishing", args.diminishing),
                "give_up": _number("--give-up", args.give_up),
-               "check_every": (args.check_every if args.check_every in (None, checks.EPOCH)
+               "check_every": (args.check_every if args.check_every in (None, checks.EPOCH, checks.NEVER)
                                else parse_duration(args.check_every, "model-check interval")),
                "energy_meter": args.energy_meter, "candidate_filter": args.candidate_filter, "runner": args.runner,
                "measure": MeasureConfig(enable_cpu_cache_flush=True) if args.cache_flush else None}

@@ -10,7 +10,8 @@ alone), ``warm_start`` false (no run started from other runs' records before war
 ``evaluator`` ``"fixed"`` and ``cost_model`` ``"xgb"`` (what tunewise ran for settings without them),
 ``runner`` ``"local"`` (the only runner there was), no stop rule and no model checks (``goal``,
 ``energy_budget``, ``diminishing``, ``check_every``, ``give_up`` ``None``), the ``"auto"`` energy meter and no candidate
-filter. A ``share`` stored as true or false (the form before sharing had modes) reads as ``"same-anchor"`` or
+filter. A ``check_every`` stored as ``None`` is the rule such runs were tuned with: checks only with a goal or
+``diminishing``. A ``share`` stored as true or false (the form before sharing had modes) reads as ``"same-anchor"`` or
 ``"off"``, what those runs were tuned with. Every other key has been stored since runs had settings, so
 settings without one are not a tuning run's, and are refused.
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 
 from tunewise import candidate_runners, cost_models, energy, evaluators, filters, graph, schedulers, sharing
 from tunewise.budget import Budget
-from tunewise.checks import DEFAULT_EVERY, EPOCH
+from tunewise.checks import DEFAULT_EVERY, EPOCH, NEVER
 from tunewise.errors import InputError
 from tunewise.goals import Goal
 from tunewise.measure import MeasureConfig
@@ -63,9 +64,10 @@ class RunSettings:
     improves that much more slowly per second than over the check interval before; ``give_up`` (a probability
     in ``(0, 1]``, with ``goal`` only) once the forecast (:mod:`tunewise.forecast`) says the goal will not be
     reached within the budget with at least that probability. ``check_every`` is the
-    tuning time (seconds) between whole-model checks (:mod:`tunewise.checks`), or ``"epoch"`` (after each
-    epoch, :data:`tunewise.checks.EPOCH`); ``None`` checks every
-    :data:`tunewise.checks.DEFAULT_EVERY` seconds when a goal or ``diminishing`` is set, else never.
+    tuning time (seconds) between whole-model checks (:mod:`tunewise.checks`), ``"epoch"`` (after each
+    epoch, :data:`tunewise.checks.EPOCH`) or ``"never"`` (:data:`tunewise.checks.NEVER`); ``None``, a stored
+    run's form, checks every :data:`tunewise.checks.DEFAULT_EVERY` seconds with a goal or ``diminishing``, else
+    never.
     ``candidate_filter`` names a :mod:`tunewise.filters` filter (``"cold"``: Trimmer's) that skips proposals
     not worth measuring (``None``: none).
     """
@@ -87,7 +89,7 @@ class RunSettings:
     goal: str | None = None
     energy_budget: float | None = None
     diminishing: float | None = None
-    check_every: float | str | None = None
+    check_every: float | str | None = DEFAULT_EVERY
     energy_meter: str = "auto"
     candidate_filter: str | None = None
     give_up: float | None = None
@@ -112,8 +114,9 @@ class RunSettings:
             Goal.parse(self.goal)
         if self.energy_budget is not None and not _positive(self.energy_budget):
             raise InputError(f"energy budget must be a positive number, got {self.energy_budget!r}")
-        if self.check_every is not None and self.check_every != EPOCH and not _positive(self.check_every):
-            raise InputError(f"model-check interval must be a positive number or {EPOCH!r}, got {self.check_every!r}")
+        if self.check_every not in (None, EPOCH, NEVER) and not _positive(self.check_every):
+            raise InputError(f"model-check interval must be a positive number, {EPOCH!r} or {NEVER!r}, "
+                             f"got {self.check_every!r}")
         if self.give_up is not None:
             if not _probability(self.give_up):
                 raise InputError(f"give-up probability must be a number in (0, 1], got {self.give_up!r}")
@@ -136,9 +139,9 @@ class RunSettings:
     @property
     def check_interval(self) -> float | str | None:
         """Seconds of tuning time between whole-model checks, or ``"epoch"``; ``None``: no checks."""
-        if self.check_every is not None:
-            return self.check_every
-        return DEFAULT_EVERY if self.goal is not None or self.diminishing is not None else None
+        if self.check_every is None:
+            return DEFAULT_EVERY if self.goal is not None or self.diminishing is not None else None
+        return None if self.check_every == NEVER else self.check_every
 
     def with_limits(self, budget: Budget | Mapping) -> RunSettings:
         """These settings with the limits ``budget`` sets (a :class:`~tunewise.budget.Budget`, or a mapping of

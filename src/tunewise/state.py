@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tunewise.estimate import model_latency, task_latency
+from tunewise.estimate import calibrated_latency, model_latency, task_latency
 
 if TYPE_CHECKING:
     from tunewise.forecast._result import Forecast
@@ -99,6 +99,11 @@ class Snapshot:
     def estimated_latency(self) -> float:
         """Model latency estimate: the weighted sum of each task's current latency."""
         return model_latency((t.weight, t.default_latency, t.best) for t in self.tasks)
+
+    def calibrated_latency(self) -> float:
+        """The estimate brought to what the latest whole-model check measured
+        (:func:`tunewise.estimate.calibrated_latency`); the estimate itself before a check."""
+        return calibrated_latency(self.estimated_latency(), self.history, self.measured)
 
     def slot_seconds(self) -> tuple[tuple[float, ...], ...]:
         """Each task's slot durations (seconds, in its slot order), read off :attr:`history`: the told slots

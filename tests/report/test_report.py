@@ -45,6 +45,7 @@ def test_summary_numbers(synthetic):
     assert dense.time_share == pytest.approx(0.8) and relu.time_share == pytest.approx(0.2)
     table = "\n".join(report.run_table(s))
     assert "5 trials (1 failed) in 10s" in table and "9.000 -> 3.000 ms (3.00x)" in table
+    assert s.calibrated == s.estimate and "in the model" not in table  # no whole-model check
     assert "dense" in table and "66.7" in table and "80.0" in table
     [header, line] = report.runs_table([s])
     assert line.split()[:4] == [str(run), "dead", "m", "gradient"]  # running, with no live owner
@@ -74,6 +75,8 @@ def test_energy_failures_and_measured_latencies_are_shown(tmp_path):
     page = open(report.write([s], str(tmp_path / "r.html"))).read()
     assert "measured while tuning" in page and "1.5000 ms at 9 s" in page and "0.12 kJ, metered by estimate" in page
     assert "model latency measured while tuning: 1.500 ms at 9s" in table
+    # the estimate then was 1 ms: the model ran 0.5 ms slower than estimated, and the estimate shown says so
+    assert s.calibrated == pytest.approx(1.5e-3) and "4.000 -> 1.000 ms (4.00x), 1.500 ms in the model" in table
 
 
 def test_an_import_has_no_model_estimate(synthetic):

@@ -1,5 +1,6 @@
 """The live progress display of ``tunewise tune`` and :func:`tunewise.tune` (rich): elapsed time, trials, the
-model-latency estimate with its history as a sparkline, the tuning time left under the budget, the forecast
+model-latency estimate with its history as a sparkline (and scaled to the compiled model once a whole-model check
+measured it), the tuning time left under the budget, the forecast
 (:mod:`tunewise.forecast`, once calibrated) at the budget's end and to the goal, the slot in
 flight (its task and phase) and the per-task table. Off a terminal it prints one unwrapped line per slot."""
 
@@ -108,11 +109,13 @@ class LiveProgress(Callback):
         trials = f"{snapshot.trials}" + (f"/{b.max_trials}" if b.max_trials else "")
         untuned, now = snapshot.untuned_latency(), snapshot.estimated_latency()
         speedup = f" ({untuned / now:.1f}x)" if now > 0 and math.isfinite(untuned) else ""
+        in_model = snapshot.calibrated_latency()
+        checked = f", {_ms(in_model)} ms in the model as last checked" if in_model != now else ""
         left = time_left(snapshot, b)
         eta = f" | ~{_duration(left)} left" if left is not None else ""
         trend = sparkline([latency for _, latency in snapshot.history], top=untuned)
-        return (f"elapsed {_duration(snapshot.elapsed)}{self._energy} | trials {trials} | "
-                f"model latency estimate {_ms(now)} ms{speedup} {trend}{eta}{forecast_text(snapshot.forecast)}")
+        return (f"elapsed {_duration(snapshot.elapsed)}{self._energy} | trials {trials} | model latency estimate "
+                f"{_ms(now)} ms{speedup} {trend}{checked}{eta}{forecast_text(snapshot.forecast)}")
 
     def _table(self, snapshot) -> Table:
         table = Table(expand=False, pad_edge=False)

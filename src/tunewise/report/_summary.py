@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tunewise.estimate import model_latency, task_latency
+from tunewise.estimate import calibrated_latency, model_latency, task_latency
 from tunewise.forecast import Forecast
 from tunewise.stores import Artifact, Checkpoint, ModelLatency, Run, Store
 
@@ -65,6 +65,12 @@ class RunSummary:
     # time stands for (None when the run was not metered)
     waste_seconds: float = 0.0
     waste_joules: float | None = None
+
+    @property
+    def calibrated(self) -> float:
+        """The final estimate brought to what the latest whole-model check measured
+        (:func:`tunewise.estimate.calibrated_latency`); the estimate itself without a check."""
+        return calibrated_latency(self.estimate, self.curve, ((m.elapsed, m.latency) for m in self.measured))
 
     @property
     def label(self) -> str:

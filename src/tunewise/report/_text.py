@@ -55,6 +55,8 @@ def run_table(summary: RunSummary) -> list[str]:
     r = summary.run
     estimate = (f"; model latency estimate {ms(summary.untuned)} -> {ms(summary.estimate)} ms "
                 f"({summary.untuned / summary.estimate:.2f}x)" if 0 < summary.estimate < math.inf else "")
+    if estimate and summary.calibrated != summary.estimate:
+        estimate += f", {ms(summary.calibrated)} ms in the model as last checked"
     lines = [f"run {r.id}: {r.model} with {r.scheduler} on {r.target}",
              f"status {r.state()}; {summary.trials} trials ({summary.failures} failed) in {summary.elapsed:.0f}s"
              + estimate]
