@@ -4,6 +4,8 @@
 
     .venv/bin/python bench/estimate_calibration.py bench/results/current/scheduler-runs-*.json \\
         --out bench/results/current/estimate-calibration.json
+    .venv/bin/python bench/estimate_calibration.py --stores sqlite:///resnet18.db sqlite:///mobilenetv2.db \\
+        --out bench/results/current/estimate-in-model.json
 
 Reads ``bench/scheduler_runs.py`` results: per run, the model compiled and timed at checkpoints and at the end,
 and the estimate after every slot. For every checkpoint before the end, it predicts the final compiled latency
@@ -11,6 +13,10 @@ from the final estimate as :func:`tunewise.estimate.calibrated_latency` does (th
 added), and as a ratio would (the estimate scaled by what the checkpoint measured over the estimate then), and
 reports each prediction over the final compiled latency: 1.0 is exact. The last line counts, per checkpoint
 age, the runs predicted within 1.1x, with the uncalibrated estimate's count beside.
+
+With ``--stores``, it reads instead every finished run of the stores ``tunewise tune`` wrote: the estimate at
+the end, the estimate in the model as the run's last check brought it (what ``tunewise show`` says), and the
+artifact's latency, timed as ``tune`` timed it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from collections import defaultdict
 
 import provenance
 
+from tunewise import report, stores
 from tunewise.estimate import calibrated_latency
 
 
@@ -41,11 +48,41 @@ def predictions(run: dict) -> list[dict]:
     return rows
 
 
+def stored_runs(urls: list[str]) -> list[dict]:
+    """Every finished run of the stores at ``urls`` with an artifact: its estimate at the end, in the model as
+    its last check brought it, and compiled (the artifact's latency), in seconds."""
+    runs = []
+    for url in urls:
+        store = stores.create(url, must_exist=True)
+        for run in store.get_runs():
+            summary = report.summarize(store, run.id)
+            if not summary.artifacts:
+                continue
+            compiled = summary.artifacts[-1].metadata["latency_s"]
+            runs.append({"store": url, "run": run.id, "model": run.model, "target": run.target,
+                         "checks": [(m.elapsed, m.latency) for m in summary.measured],
+                         "estimate": summary.estimate, "in_model": summary.calibrated, "compiled": compiled,
+                         "compiled_over_estimate": compiled / summary.estimate,
+                         "compiled_over_in_model": compiled / summary.calibrated})
+            print(f"{run.model:12s} estimate {1e3 * summary.estimate:.3f} ms, in the model "
+                  f"{1e3 * summary.calibrated:.3f} ms, compiled {1e3 * compiled:.3f} ms: "
+                  f"{compiled / summary.estimate:.2f}x the estimate, "
+                  f"{compiled / summary.calibrated:.2f}x the estimate in the model")
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", nargs="+", help="bench/scheduler_runs.py result files")
+    parser.add_argument("results", nargs="*", help="bench/scheduler_runs.py result files")
+    parser.add_argument("--stores", nargs="+", help="store URLs of tunewise tune runs, read instead")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    if args.stores:
+        with open(args.out, "w") as f:
+            json.dump(provenance.stamped({"runs": stored_runs(args.stores)}), f, indent=1)
+        return
+    if not args.results:
+        parser.error("give scheduler_runs.py result files, or --stores")
 
     runs, within = [], defaultdict(lambda: {"gap": 0, "ratio": 0, "runs": 0})
     uncalibrated = 0

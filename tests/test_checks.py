@@ -24,6 +24,17 @@ def test_a_check_is_due_every_interval_and_sooner_once_the_estimate_reaches_the_
         ModelCheck(0.0)
 
 
+def test_a_last_check_is_due_as_a_time_limit_draws_near():
+    check = ModelCheck(360.0)  # before any check, one is taken to cost 36 s
+    assert not check.due(at(200.0, 0.020), seconds_left=73.0)  # over twice a check's time left
+    assert check.due(at(200.0, 0.020), seconds_left=71.0)  # the last check the limit leaves room for
+    assert not check.due(at(200.0, 0.020), seconds_left=35.0)  # no room for one
+    assert not check.due(at(179.0, 0.020), seconds_left=50.0)  # too little tuned yet: under five checks' time
+    check.checked(200.0, 10.0)
+    assert not check.due(at(220.0, 0.020), seconds_left=15.0)  # tuned 20 s since the last check, which took 10
+    assert check.due(at(250.0, 0.020), seconds_left=15.0)
+
+
 def test_the_fastest_check_is_offered_only_when_the_run_went_on_after_it():
     check = ModelCheck(100.0)
     assert check.fastest_before(8) is None

@@ -51,9 +51,11 @@ class ModelCheck:
 
     A check is due once ``every`` seconds of tuning time have passed since the last one (or since the run
     started), or once a quarter of that has passed while the model-latency estimate is at or below ``goal``
-    (seconds). With ``every`` :data:`EPOCH` a check is due at the end of every epoch. It is not due when the
-    time left under the run's limits is shorter than the last check took (before any check: a tenth of
-    ``every``, or nothing for epochs).
+    (seconds), or as the run's time limit draws near: when the time left is under twice what a check takes, if
+    the tuning since the last check took five checks' time or more (the last check the limit leaves room for,
+    which brings the estimate shown at the end to the compiled model). With ``every`` :data:`EPOCH` a check is
+    due at the end of every epoch. It is not due when the time left under the run's limits is shorter than the
+    last check took (before any check: a tenth of ``every``, or nothing for epochs).
 
     :attr:`fastest` keeps the fastest model it measured (:class:`Checked`), which the steps after tuning time
     beside the final one: a model compiled from fewer trials can be the faster one in the model.
@@ -86,7 +88,8 @@ class ModelCheck:
             return begun
         since = snapshot.elapsed - self.last
         near_goal = self.goal is not None and snapshot.estimated_latency() <= self.goal
-        return since >= self.every or (near_goal and since >= self.every / 4)
+        closing = seconds_left < 2 * self.cost and since >= 5 * self.cost
+        return since >= self.every or (near_goal and since >= self.every / 4) or closing
 
     def checked(self, elapsed: float, seconds: float) -> None:
         """A check ended at tuning time ``elapsed`` and took ``seconds``."""

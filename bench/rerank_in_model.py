@@ -1,0 +1,104 @@
+"""Whether re-ranking each task's top records by their time inside the compiled model beats the warm ranking.
+
+::
+
+    .venv/bin/python bench/rerank_in_model.py --store sqlite:///STORE.db --run 1 --top 4 \\
+        --out bench/results/current/rerank-in-model-resnet18.json
+
+Takes a finished run. For rank ``r`` in ``0 .. top-1`` it compiles the model with every task's ``r``-th best
+record (warm, as tuning ranks them; a task with fewer records keeps its last) and times each kernel inside it
+(the VM's instrument hook, ``bench/estimate_gap.py``). Each task then gets the rank whose kernel was fastest in
+its model, and that model and the top-1 model (what ``tunewise`` compiles) are timed in turn, ``--rounds``
+rounds each, in this one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import provenance
+from estimate_gap import in_model, run_settings
+
+from tunewise import compile as compiler
+from tunewise import prepare, stores, tvm_env
+from tunewise import target as targets
+
+
+def top_records(model, database, top: int) -> list[list]:
+    """Per task, its best ``top`` records that beat its default latency, fastest first."""
+    tops = []
+    for task, mod in zip(model.tasks, model.task_mods, strict=True):
+        records = []
+        if database.has_workload(mod):
+            for record in database.get_top_k(database.commit_workload(mod), top):
+                if sum(float(s) for s in record.run_secs) / len(record.run_secs) < task.default_latency:
+                    records.append(record)
+        tops.append(records)
+    return tops
+
+
+def chosen(model, tops: list[list], ranks: list[int]):
+    """A database holding, per task, its record of rank ``ranks[task]`` (its last, when it has fewer)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    database = ms.database.MemoryDatabase()
+    for mod, records, rank in zip(model.task_mods, tops, ranks, strict=True):
+        if records:
+            r = records[min(rank, len(records) - 1)]
+            database.commit_tuning_record(ms.database.TuningRecord(
+                r.trace, database.commit_workload(mod), r.run_secs, r.target, r.args_info))
+    return database
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--run", type=int, required=True)
+    parser.add_argument("--top", type=int, default=4)
+    parser.add_argument("--calls", type=int, default=30, help="instrumented model calls a rank")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds of timing the two models in turn")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+
+    store = stores.create(args.store, must_exist=True)
+    spec = store.get_run(args.run)
+    settings = run_settings(spec.settings, None, None)
+    target = targets.resolve(spec.target)
+    tvm_env.prepare(target.kind.name)
+    model = prepare.load_model(settings.source, settings, target=target)
+    model = model.with_default_latencies(s.default_latency for s in store.get_tasks(args.run))
+    tops = top_records(model, stores.StoreDatabase(store, target=target), args.top)
+
+    kernel = [[None] * args.top for _ in model.tasks]  # seconds a call of the task's kernel, by rank
+    for rank in range(args.top):
+        compiled, _ = compiler.compile_checked(model, chosen(model, tops, [rank] * len(model.tasks)))
+        calls, _ = in_model(compiled, model.inputs, args.calls)
+        for i, task in enumerate(model.tasks):
+            name = next((n for n in (task.name, task.name + "_prepacked") if n in calls), None)
+            if rank < len(tops[i]) and name is not None:
+                kernel[i][rank] = calls[name] / task.weight
+    ranks = [min((t, r) for r, t in enumerate(times) if t is not None)[1] if any(t is not None for t in times) else 0
+             for times in kernel]
+    models = {"top-1": compiler.compile_checked(model, chosen(model, tops, [0] * len(model.tasks)))[0],
+              "re-ranked": compiler.compile_checked(model, chosen(model, tops, ranks))[0]}
+    timed = {name: [] for name in models}
+    for _ in range(args.rounds):
+        for name, compiled in models.items():
+            timed[name].append(compiled.time(*model.inputs, repeat=10).median)
+    tasks = [{"name": task.name, "weight": task.weight,
+              "warm": [sum(float(s) for s in r.run_secs) / len(r.run_secs) for r in records],
+              "in_model": times, "rank": rank}
+             for task, records, times, rank in zip(model.tasks, tops, kernel, ranks, strict=True) if records]
+    result = {"store": args.store, "run": args.run, "model": model.name, "top": args.top, "tasks": tasks,
+              "rounds": timed, "median": {name: statistics.median(t) for name, t in timed.items()},
+              "changed": sum(rank != 0 for rank in ranks)}
+    with open(args.out, "w") as f:
+        json.dump(provenance.stamped(result), f, indent=1)
+    print(f"{result['changed']} of {len(tasks)} tasks re-ranked; median of {args.rounds} rounds: "
+          + ", ".join(f"{name} {1e3 * m:.2f} ms" for name, m in result["median"].items()))
+
+
+if __name__ == "__main__":
+    main()
