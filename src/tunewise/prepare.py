@@ -211,7 +211,7 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
 
         def deadline(snapshot) -> float:
             built = None if checker is None else checker.build_seconds  # measured by the run's last check
-            return finish_by - compile_estimate(max(extract_seconds, built or 0.0), snapshot.untuned_latency(),
+            return finish_by - compile_estimate(extract_seconds if built is None else built, snapshot.untuned_latency(),
                                                 snapshot.estimated_latency(), references=references,
                                                 rounds=timing_rounds, checked=bool(snapshot.measured))
 
