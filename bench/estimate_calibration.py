@@ -16,7 +16,8 @@ age, the runs predicted within 1.1x, with the uncalibrated estimate's count besi
 
 With ``--stores``, it reads instead every finished run of the stores ``tunewise tune`` wrote: the estimate at
 the end, the estimate in the model as the run's last check brought it (what ``tunewise show`` says), and the
-artifact's latency, timed as ``tune`` timed it.
+final records' compiled model, timed as ``tune`` timed it (beside a check's model when that was faster, and
+the artifact).
 """
 
 from __future__ import annotations
@@ -58,8 +59,11 @@ def stored_runs(urls: list[str]) -> list[dict]:
             summary = report.summarize(store, run.id)
             if not summary.artifacts:
                 continue
-            compiled = summary.artifacts[-1].metadata["latency_s"]
+            metadata = summary.artifacts[-1].metadata  # the final records' model (the artifact may be a check's)
+            compiled = metadata.get("final_records_latency_s") or metadata["latency_s"]
             runs.append({"store": url, "run": run.id, "model": run.model, "target": run.target,
+                         "tuning_s": summary.elapsed, "onnxruntime": metadata.get("onnxruntime_latency_s"),
+                         "artifact": metadata["latency_s"],
                          "checks": [(m.elapsed, m.latency) for m in summary.measured],
                          "estimate": summary.estimate, "in_model": summary.calibrated, "compiled": compiled,
                          "compiled_over_estimate": compiled / summary.estimate,
