@@ -51,6 +51,7 @@ def _one_line_error(capsys, argv):
     (["tune", "tiny-mlp", "--energy-budget", "-5kJ"], "bad energy budget '-5kJ'"),
     (["tune", "tiny-mlp", "--diminishing", "often"], "bad --diminishing 'often'"),
     (["tune", "tiny-mlp", "--check-every", "0s"], "bad model-check interval '0s'"),
+    (["tune", "tiny-mlp", "--check-every", "sometimes"], "like 90s, 10m or 1h, or 'epoch' or 'never'"),
     (["tune", "tiny-mlp", "--energy-meter", "wattmeter"], "unknown energy meter 'wattmeter'"),
     (["tune", "--resume", "1", "--goal", "5ms"], "drop --goal"),
     (["tune", "--resume", "1", "--cache-flush"], "drop --cache-flush"),

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from tunewise.compile import CompiledModel
 
 DEFAULT_EVERY = 360.0
-"""Seconds of tuning time between two checks, when the run asks for checks without saying how often."""
+"""Seconds of tuning time between two checks, unless the run says otherwise."""
 
 NEVER = "never"
 """No whole-model checks: the estimate stays the tuning loop's own, and the steps after tuning time only the

@@ -25,11 +25,13 @@ _VERBOSE = ("show TVM's, PyTorch's and ONNX's own output (logs, warnings) here i
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
 
 
-def parse_duration(text: str, what: str = "time budget") -> float:
-    """``"90"``, ``"90s"``, ``"10m"``, ``"1.5h"`` -> seconds; ``what`` names the value in the error."""
+def parse_duration(text: str, what: str = "time budget", *, words: tuple[str, ...] = ()) -> float:
+    """``"90"``, ``"90s"``, ``"10m"``, ``"1.5h"`` -> seconds; ``what`` names the value in the error, which
+    offers ``words`` too (the value's other forms)."""
     match = _DURATION.match(text)
     if not match or float(match.group(1)) <= 0:
-        raise InputError(f"bad {what} {text!r}: expected a positive duration like 90s, 10m or 1h")
+        alternatives = ", or " + " or ".join(repr(word) for word in words) if words else ""
+        raise InputError(f"bad {what} {text!r}: expected a positive duration like 90s, 10m or 1h{alternatives}")
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
 
 
@@ -279,7 +281,8 @@ def _tune_options(args) -> dict:
                "diminishing": _number("--diminishing", args.diminishing),
                "give_up": _number("--give-up", args.give_up),
                "check_every": (args.check_every if args.check_every in (None, checks.EPOCH, checks.NEVER)
-                               else parse_duration(args.check_every, "model-check interval")),
+                               else parse_duration(args.check_every, "model-check interval",
+                                                   words=(checks.EPOCH, checks.NEVER))),
                "energy_meter": args.energy_meter, "candidate_filter": args.candidate_filter, "runner": args.runner,
                "measure": MeasureConfig(enable_cpu_cache_flush=True) if args.cache_flush else None}
     return {k: v for k, v in options.items() if v is not None and v != {}}
