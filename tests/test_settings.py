@@ -96,7 +96,10 @@ def test_bad_settings_are_refused(changes, expected):
 def test_whole_model_checks_every_interval_each_epoch_or_never():
     assert RunSettings(check_every=90.0).check_interval == 90.0
     assert RunSettings(check_every=checks.EPOCH).check_interval == checks.EPOCH
-    assert RunSettings(check_every=checks.NEVER, goal="8ms").check_interval is None
+    assert RunSettings(check_every=checks.NEVER).check_interval is None
+    for stop in ({"goal": "8ms"}, {"diminishing": -0.25}):
+        with pytest.raises(InputError, match="stop on whole-model checks: they cannot run with model checks 'never'"):
+            RunSettings(check_every=checks.NEVER, **stop)
     with pytest.raises(InputError, match="model-check interval must be a positive number, 'epoch' or 'never'"):
         RunSettings(check_every="sometimes")
 

@@ -117,6 +117,9 @@ class RunSettings:
         if self.check_every not in (None, EPOCH, NEVER) and not _positive(self.check_every):
             raise InputError(f"model-check interval must be a positive number, {EPOCH!r} or {NEVER!r}, "
                              f"got {self.check_every!r}")
+        if self.check_every == NEVER and (self.goal is not None or self.diminishing is not None):
+            raise InputError("a latency goal and diminishing returns stop on whole-model checks: they cannot "
+                             f"run with model checks {NEVER!r}")
         if self.give_up is not None:
             if not _probability(self.give_up):
                 raise InputError(f"give-up probability must be a number in (0, 1], got {self.give_up!r}")
