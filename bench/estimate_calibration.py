@@ -23,26 +23,24 @@ the artifact).
 from __future__ import annotations
 
 import argparse
-import bisect
 import json
 from collections import defaultdict
 
 import provenance
 
 from tunewise import report, stores
-from tunewise.estimate import calibrated_latency
+from tunewise.estimate import calibrated_latency, estimate_at
 
 
 def predictions(run: dict) -> list[dict]:
     """Per checkpoint before the end: its tuning time and what the gap and the ratio predict, over the final
     compiled latency."""
     curve = [tuple(point) for point in run["estimate"]]
-    times = [t for t, _ in curve]
     (*checks, (end, final)) = [tuple(point) for point in run["compiled"]]
     estimate = curve[-1][1]
     rows = []
     for at, latency in checks:
-        then = curve[max(0, bisect.bisect_right(times, at) - 1)][1]
+        then = estimate_at(curve, at)
         rows.append({"check_s": at, "before_end_s": end - at,
                      "gap": calibrated_latency(estimate, curve, [(at, latency)]) / final,
                      "ratio": estimate * latency / then / final})

@@ -72,6 +72,12 @@ def in_model(compiled: compiler.CompiledModel, inputs, calls: int) -> tuple[dict
     return {name: total / calls for name, total in spent.items()}, seconds
 
 
+def kernel_name(calls: dict, task: str) -> str | None:
+    """The function of ``calls`` (:func:`in_model`) that runs task ``task``'s kernel: its own, or at the prepack
+    level its function reading pre-packed weights (``None``: the model calls neither)."""
+    return next((n for n in (task, task + "_prepacked") if n in calls), None)
+
+
 def run_settings(stored, model: str | None, level: str | None) -> RunSettings:
     """The run's settings with ``model`` and ``level`` (when given) as its source and graph level. A run stored
     without tuning settings (bench scripts made such runs before they stored theirs) needs both, and its
@@ -112,7 +118,7 @@ def main() -> None:
         row = {"name": task.name, "weight": task.weight, "default": task.default_latency}
         if chosen.has_workload(mod):
             record = chosen.get_top_k(chosen.commit_workload(mod), 1)[0]
-            row["tuned"] = sum(float(s) for s in record.run_secs) / len(record.run_secs)
+            row["tuned"] = compiler.record_latency(record)
             applied.append((len(rows), record))
         rows.append(row)
 
@@ -137,8 +143,8 @@ def main() -> None:
     compiled, _ = compiler.compile_checked(model, database)
     latency = compiled.time(*model.inputs, repeat=20).median
     calls, call_seconds = in_model(compiled, model.inputs, args.calls)
-    for row in rows:  # a task's kernel, or at the prepack level its function reading pre-packed weights
-        name = next((n for n in (row["name"], row["name"] + "_prepacked") if n in calls), None)
+    for row in rows:
+        name = kernel_name(calls, row["name"])
         if name is not None:
             row["in_model"] = calls.pop(name) / row["weight"]
     result = {"store": args.store, "run": args.run, "model": model.name, "tasks": rows,

@@ -19,37 +19,17 @@ import json
 import statistics
 
 import provenance
-from estimate_gap import in_model, run_settings
+from estimate_gap import in_model, kernel_name, run_settings
 
 from tunewise import compile as compiler
 from tunewise import prepare, stores, tvm_env
 from tunewise import target as targets
 
 
-def top_records(model, database, top: int) -> list[list]:
-    """Per task, its best ``top`` records that beat its default latency, fastest first."""
-    tops = []
-    for task, mod in zip(model.tasks, model.task_mods, strict=True):
-        records = []
-        if database.has_workload(mod):
-            for record in database.get_top_k(database.commit_workload(mod), top):
-                if sum(float(s) for s in record.run_secs) / len(record.run_secs) < task.default_latency:
-                    records.append(record)
-        tops.append(records)
-    return tops
-
-
 def chosen(model, tops: list[list], ranks: list[int]):
     """A database holding, per task, its record of rank ``ranks[task]`` (its last, when it has fewer)."""
-    from tvm.s_tir import meta_schedule as ms
-
-    database = ms.database.MemoryDatabase()
-    for mod, records, rank in zip(model.task_mods, tops, ranks, strict=True):
-        if records:
-            r = records[min(rank, len(records) - 1)]
-            database.commit_tuning_record(ms.database.TuningRecord(
-                r.trace, database.commit_workload(mod), r.run_secs, r.target, r.args_info))
-    return database
+    return compiler.records_database(model, [records[min(rank, len(records) - 1)] if records else None
+                                             for records, rank in zip(tops, ranks, strict=True)])
 
 
 def main() -> None:
@@ -69,14 +49,14 @@ def main() -> None:
     tvm_env.prepare(target.kind.name)
     model = prepare.load_model(settings.source, settings, target=target)
     model = model.with_default_latencies(s.default_latency for s in store.get_tasks(args.run))
-    tops = top_records(model, stores.StoreDatabase(store, target=target), args.top)
+    tops = compiler.faster_records(model, stores.StoreDatabase(store, target=target), args.top)
 
     kernel = [[None] * args.top for _ in model.tasks]  # seconds a call of the task's kernel, by rank
     for rank in range(args.top):
         compiled, _ = compiler.compile_checked(model, chosen(model, tops, [rank] * len(model.tasks)))
         calls, _ = in_model(compiled, model.inputs, args.calls)
         for i, task in enumerate(model.tasks):
-            name = next((n for n in (task.name, task.name + "_prepacked") if n in calls), None)
+            name = kernel_name(calls, task.name)
             if rank < len(tops[i]) and name is not None:
                 kernel[i][rank] = calls[name] / task.weight
     ranks = [min((t, r) for r, t in enumerate(times) if t is not None)[1] if any(t is not None for t in times) else 0
@@ -88,7 +68,7 @@ def main() -> None:
         for name, compiled in models.items():
             timed[name].append(compiled.time(*model.inputs, repeat=10).median)
     tasks = [{"name": task.name, "weight": task.weight,
-              "warm": [sum(float(s) for s in r.run_secs) / len(r.run_secs) for r in records],
+              "warm": [compiler.record_latency(r) for r in records],
               "in_model": times, "rank": rank}
              for task, records, times, rank in zip(model.tasks, tops, kernel, ranks, strict=True) if records]
     result = {"store": args.store, "run": args.run, "model": model.name, "top": args.top, "tasks": tasks,

@@ -27,22 +27,36 @@ METADATA = artifact.METADATA
 LIBRARY = artifact.LIBRARY
 
 
-def best_records_database(model, database):
-    """A database with, per task, its best record if that beats the task's default latency."""
+def record_latency(record) -> float:
+    """A tuning record's mean measured seconds (what MetaSchedule ranks records by)."""
+    return sum(float(s) for s in record.run_secs) / len(record.run_secs)
+
+
+def faster_records(model, database, k: int = 1) -> list[list]:
+    """Per task of ``model``, its best ``k`` records in ``database`` that beat its default latency, fastest
+    first (none where none does)."""
+    faster = []
+    for task, mod in zip(model.tasks, model.task_mods, strict=True):
+        top = database.get_top_k(database.commit_workload(mod), k) if database.has_workload(mod) else []
+        faster.append([r for r in top if r.run_secs and record_latency(r) < task.default_latency])
+    return faster
+
+
+def records_database(model, records):
+    """A database holding ``records[i]`` for task ``i`` of ``model`` (``None``: nothing for that task)."""
     from tvm.s_tir import meta_schedule as ms
 
     chosen = ms.database.MemoryDatabase()
-    for task, mod in zip(model.tasks, model.task_mods, strict=True):
-        if not database.has_workload(mod):
-            continue
-        top = database.get_top_k(database.commit_workload(mod), 1)
-        if top and top[0].run_secs:
-            latency = sum(float(s) for s in top[0].run_secs) / len(top[0].run_secs)
-            if latency < task.default_latency:
-                workload = chosen.commit_workload(mod)
-                chosen.commit_tuning_record(ms.database.TuningRecord(
-                    top[0].trace, workload, top[0].run_secs, top[0].target, top[0].args_info))
+    for mod, record in zip(model.task_mods, records, strict=True):
+        if record is not None:
+            chosen.commit_tuning_record(ms.database.TuningRecord(
+                record.trace, chosen.commit_workload(mod), record.run_secs, record.target, record.args_info))
     return chosen
+
+
+def best_records_database(model, database):
+    """A database with, per task, its best record if that beats the task's default latency."""
+    return records_database(model, [top[0] if top else None for top in faster_records(model, database)])
 
 
 def build(model, database=None):

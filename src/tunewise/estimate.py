@@ -46,6 +46,11 @@ def calibrated_latency(estimate: float, curve: Sequence[tuple[float, float]],
     if not checks or not curve:
         return estimate
     at, latency = checks[-1]
-    index = max(0, bisect.bisect_right([t for t, _ in curve], at) - 1)
-    then = curve[index][1]
+    then = estimate_at(curve, at)
     return estimate + max(0.0, latency - then) if math.isfinite(then) else estimate
+
+
+def estimate_at(curve: Sequence[tuple[float, float]], at: float) -> float:
+    """The estimate ``curve`` (``(tuning seconds, estimate)`` points, in time order, not empty) held at tuning
+    time ``at``: its last point at or before ``at`` (its first, before any)."""
+    return curve[max(0, bisect.bisect_right([t for t, _ in curve], at) - 1)][1]
