@@ -29,7 +29,7 @@ def tune_one(name: str, minutes: float, check_every: float, work: str) -> dict:
     """One model tuned for GPU 0: its checks' and final latencies, references, trials, failures, energy."""
     result = tunewise.tune(name, target="cuda", budget=tunewise.Budget(time_budget=60 * minutes + 180),
                            check_every=check_every, store=f"sqlite:///{work}/{name}.db",
-                           output=os.path.join(work, name))
+                           output=os.path.join(work, name), time_untuned=True)
     return {"tuned_latency_s": result.tuned_latency, "untuned_latency_s": result.untuned_latency,
             "checks": [{"tuning_s": p.elapsed, "latency_s": p.latency} for p in result.measured],
             "references_s": result.references(), "trials": result.trials, "failures": result.failures,

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tunewise import cli, stores, timing
+from tunewise.report import summarize
 
 
 def _one_line_error(capsys, argv):
@@ -94,6 +95,11 @@ def test_tasks_tune_and_run_end_to_end(capsys, cli_run):
     assert metadata["trials"] == 4 and metadata["model"] == "tiny-mlp" and metadata["run"] == 1
     assert metadata["inputs"] == [{"name": "x", "shape": [1, 64], "dtype": "float32"}]
     assert metadata["timing"] == timing.describe() and metadata["onnxruntime_latency_s"] > 0
+    # the untuned model is not compiled: its latency is the estimate from its tasks' default latencies
+    assert metadata["untuned_latency_s"] is None
+    [untuned] = [line for line in summary.splitlines() if line.startswith("untuned TVM")]
+    assert untuned.endswith(" ms estimated from its tasks' default latencies (--time-untuned times it)")
+    assert untuned.split()[2] == f"{summarize(stores.create(url), 1).untuned * 1e3:.3f}"
     store = stores.create(url)
     assert len(store.get_trials(1)) == 4 and store.get_run(1).status == stores.FINISHED
     assert store.get_artifacts(1)[0].metadata == metadata
@@ -308,7 +314,7 @@ def test_resume_writes_the_artifact_to_a_new_output(capsys, tmp_path, cli_run):
     assert "cannot write the artifact folder" in _one_line_error(capsys, ["tune", "--resume", "1", "-o", "/proc/x",
                                                                           "--store", url])
     out = str(tmp_path / "again")
-    assert cli.main(["tune", "--no-references", "--timing-rounds", "3",
+    assert cli.main(["tune", "--no-references", "--timing-rounds", "3", "--time-untuned",
                      "--resume", "1", "-o", out, "--store", url]) == 0
     summary = capsys.readouterr().out
     assert f"\nartifact         {out}\n" in summary
@@ -316,6 +322,10 @@ def test_resume_writes_the_artifact_to_a_new_output(capsys, tmp_path, cli_run):
     with open(os.path.join(out, "metadata.json")) as f:
         metadata = json.load(f)
     assert metadata["torch_eager_latency_s"] is None and metadata["onnxruntime_latency_s"] is None
+    # --time-untuned: the untuned model compiled and timed in turn with the tuned one
+    assert metadata["untuned_latency_s"] > 0 and metadata["latency_s"] > 0
+    assert metadata["timing"] == timing.describe(3, references=False, models=("untuned", "tuned"))
+    assert f"untuned TVM      {metadata['untuned_latency_s'] * 1e3:.3f} ms\n" in summary
     store = stores.create(url)
     assert store.get_run(1).settings["output"] == out
     assert [a.path for a in store.get_artifacts(1)] == [first, out]

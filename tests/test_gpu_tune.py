@@ -46,7 +46,7 @@ def test_a_model_tunes_compiles_verifies_and_runs_on_the_gpu(tmp_path):
     """tiny-cnn tuned for GPU 0 from ``--target cuda``: candidates measured there, the compiled model checked
     against PyTorch and timed beside PyTorch eager, its CUDA graph and Nimble's engine, energy metered."""
     tuned = _tunewise("tune", "tiny-cnn", "--target", "cuda", "--trials", "48", "--trials-per-slot", "8",
-                      "-o", str(tmp_path / "out"), cwd=tmp_path)
+                      "--time-untuned", "-o", str(tmp_path / "out"), cwd=tmp_path)
     assert tuned.returncode == 0, tuned.stderr[-3000:]
     for line in ("PyTorch eager", "CUDA graph (1 stream)", "tunewise.runtime.aot", "outputs          match"):
         assert line in tuned.stdout, tuned.stdout

@@ -1,4 +1,4 @@
-"""Latencies timed in fresh processes: the tuned and untuned models alternating, the references beside them."""
+"""Latencies timed in fresh processes: compiled models alternating, the references beside them."""
 
 import pytest
 import torch
@@ -21,6 +21,8 @@ def test_slow_models_get_fewer_rounds_within_the_time_limit():
     assert timing.describe(5).startswith("in fresh processes, median of 5 rounds")
     assert timing.describe(5).endswith(f"references: {timing.ROUNDS} rounds")
     assert "references" not in timing.describe(5, references=False)  # none were timed
+    assert "alternating" not in timing.describe(5)  # the tuned model alone
+    assert "; untuned and tuned alternating" in timing.describe(5, models=("untuned", "tuned"))
 
 
 @pytest.mark.tvm

@@ -1,5 +1,5 @@
-"""The steps after tuning: compile the model untuned and with its run's best records, check the tuned model's
-outputs, time both (and the fastest model the run's checks measured, and on request the references) in fresh
+"""The steps after tuning: compile the model with its run's best records, check its outputs, time it (with the
+fastest model the run's checks measured, and on request the untuned model and the references) in fresh
 processes, and save the faster tuned model as the artifact."""
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from tunewise.checks import Checked
 @dataclass(frozen=True)
 class Finished:
     """What :func:`finish` made and measured (latencies in seconds): the artifact's folder and metadata, the
-    untuned and tuned latencies, the tuned outputs' largest relative error, the references by their names in
-    :data:`tunewise.timing.REFERENCES` (``None``: not timed) and how the latencies were timed."""
+    untuned (``None``: not timed) and tuned latencies, the tuned outputs' largest relative error, the references
+    by their names in :data:`tunewise.timing.REFERENCES` (``None``: not timed) and how the latencies were
+    timed."""
 
     artifact: str
     metadata: dict
-    untuned_latency: float
+    untuned_latency: float | None
     tuned_latency: float
     max_error: float
     references: dict
@@ -32,13 +33,18 @@ class Finished:
 
 def finish(model, database, output: str, *, source=None, example_inputs=None, seed: int = 0,
            compare_torch: bool = True, timing_rounds: int = timings.ROUNDS, metadata: dict | None = None,
-           on_phase: Callable[[str], None] = lambda phase: None, checked: Checked | None = None) -> Finished:
-    """Compile ``model`` (an :class:`~tunewise.tasks.ExtractedModel` with its run's default latencies) untuned
-    and with ``database``'s best records that beat them, check the tuned outputs against the reference, time
-    both in one fresh process (``timing_rounds`` rounds at most), with ``compare_torch`` also the references of
-    ``source`` (and ``example_inputs``, for a module; ``seed``: a zoo model's weights), and save the tuned model
-    to ``output`` with ``metadata`` beside what this measured. ``on_phase`` is told each step as it starts. Raises
+           on_phase: Callable[[str], None] = lambda phase: None, checked: Checked | None = None,
+           time_untuned: bool = False) -> Finished:
+    """Compile ``model`` (an :class:`~tunewise.tasks.ExtractedModel` with its run's default latencies) with
+    ``database``'s best records that beat them, check its outputs against the reference, time it in a fresh
+    process (``timing_rounds`` rounds at most), with ``compare_torch`` also the references of ``source`` (and
+    ``example_inputs``, for a module; ``seed``: a zoo model's weights), and save it to ``output`` with
+    ``metadata`` beside what this measured. ``on_phase`` is told each step as it starts. Raises
     :class:`~tunewise.errors.VerificationError` when the tuned outputs differ from the reference.
+
+    With ``time_untuned`` the model is also compiled untuned and timed in turn with the tuned one. That is off
+    by default: the untuned model says little a user acts on, and its build and its slow calls take time a time
+    budget would otherwise give to tuning (ResNet-18 on a 2-core CPU: a 14 s build and 5.5 s a call).
 
     ``checked`` (the fastest model the run's checks compiled, verified and measured: :class:`Checked`) is timed
     in the same rounds as the tuned model, and saved instead where it is faster: a whole-model check measures
@@ -46,22 +52,26 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
     timing them side by side tells which is faster. The metadata say which records the artifact holds
     (``records``: ``"final"``, or ``"trial N"`` for the check after N trials) and, with ``checked``, both
     latencies."""
-    on_phase("compiling the untuned model")
-    untuned = compiler.CompiledModel(compiler.build(model), model.target)
+    untuned = None
+    if time_untuned:
+        on_phase("compiling the untuned model")
+        untuned = compiler.CompiledModel(compiler.build(model), model.target)
     on_phase("compiling with the tuned records and checking outputs")
     compiled, max_error = compiler.compile_checked(model, database)
-    on_phase("timing the untuned and tuned models" + (", the fastest checked one" if checked else "")
+    timed_models = {"untuned": untuned, "tuned": compiled, "checked": checked.compiled if checked else None}
+    timed_models = {name: m for name, m in timed_models.items() if m is not None}
+    on_phase(f"timing the {' and '.join(timed_models)} model{'s' if len(timed_models) > 1 else ''}"
              + (" and the references" if compare_torch else "") + " in fresh processes")
-    latencies, rounds = timings.time_models([untuned, compiled] + ([checked.compiled] if checked else []),
-                                            model.inputs, timing_rounds)
-    untuned_latency, tuned_latency = latencies[:2]
+    latencies, rounds = timings.time_models(list(timed_models.values()), model.inputs, timing_rounds)
+    latency = dict(zip(timed_models, latencies, strict=True))
+    untuned_latency, tuned_latency = latency.get("untuned"), latency["tuned"]
     chosen: dict = {"records": "final"}
     if checked is not None:
-        chosen.update(final_records_latency_s=tuned_latency, checked_records_latency_s=latencies[2])
-        if latencies[2] < tuned_latency:
-            compiled, tuned_latency, max_error = checked.compiled, latencies[2], checked.max_error
+        chosen.update(final_records_latency_s=tuned_latency, checked_records_latency_s=latency["checked"])
+        if latency["checked"] < tuned_latency:
+            compiled, tuned_latency, max_error = checked.compiled, latency["checked"], checked.max_error
             chosen["records"] = f"trial {checked.trials}"
-    how = timings.describe(rounds, references=compare_torch)
+    how = timings.describe(rounds, references=compare_torch, models=tuple(timed_models))
     timed = (timings.time_references_on(model.target, source, model.inputs, example_inputs=example_inputs, seed=seed)
              if compare_torch else dict.fromkeys(timings.REFERENCES))
     compiled.metadata.update(

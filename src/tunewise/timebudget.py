@@ -52,35 +52,41 @@ def short_budget_note(budget: float, left: float, *, imported: float, extracted:
             f"little for a first slot, so nothing was tuned; a budget of {math.ceil(least / 60)}m or more tunes")
 
 
-def compile_estimate(build_seconds: float, untuned_latency: float, tuned_latency: float, *,
+def compile_estimate(build_seconds: float, untuned_latency: float | None, tuned_latency: float, *,
                      references: bool = True, rounds: int = timing.ROUNDS, checked: bool = False) -> float:
-    """Seconds the steps after tuning (:func:`tunewise.finish.finish`) take: two builds of the model (untuned
-    and tuned), each about ``build_seconds``, and three exports as libraries (both for their timing process,
-    the tuned one again as the artifact), each about half a build; running the tuned model twice (warm-up and
-    output check); a fresh process (:data:`TIMING_PROCESS_SECONDS`) timing the untuned model at
-    ``untuned_latency`` and the tuned one at ``tuned_latency`` (:func:`timing_seconds`;
+    """Seconds the steps after tuning (:func:`tunewise.finish.finish`) take: a build of the tuned model, about
+    ``build_seconds``, and two exports as libraries (for its timing process, and as the artifact), each about
+    half a build; running the tuned model twice (warm-up and output check); a fresh process
+    (:data:`TIMING_PROCESS_SECONDS`) timing it at ``tuned_latency`` (:func:`timing_seconds`;
     :func:`tunewise.timing.rounds_for`, ``rounds`` at most); with ``references``, another fresh process
     (:data:`REFERENCES_PROCESS_SECONDS`) timing PyTorch eager and onnxruntime, each counted at the tuned model's
     latency up to a round's :data:`~tunewise.timing.ROUND_MS` (a barely tuned model's seconds a call say nothing
     of the references': ResNet-18 at 4.9 s a call after one slot, PyTorch eager at 55 ms); with ``checked``,
-    the export and timing of the fastest model a check measured, beside the tuned one. A latency that is not
-    finite counts as 0.
+    the export and timing of the fastest model a check measured, beside the tuned one. An ``untuned_latency``
+    (not ``None``: the untuned model is timed too) adds its build, its export and its timing at that latency.
+    A latency that is not finite counts as 0.
 
     ``build_seconds`` is best measured: what a whole-model check of the run took to compile the tuned model
     (:attr:`tunewise.checks.ModelCheck.build_seconds`), else what optimising and extracting the model took (the
     same passes, without the tuned schedules' lowering). After 20 minutes of tuning ResNet-18 (2-core AMD
-    ``znver3``: extraction 21 s, the untuned model 5.6 s a call, one check) the steps took 112 s, as counted
-    here; at the Winograd level (10 minutes) they took 141 s, its builds 24 s (untuned) and 33 s (tuned).
+    ``znver3``: extraction 21 s, the untuned model 5.6 s a call, one check) the steps with the untuned model took
+    112 s, as counted here; at the Winograd level (10 minutes) they took 141 s, its builds 24 s (untuned) and 33 s
+    (tuned).
 
     >>> round(compile_estimate(21.0, 5.6, 0.033, references=False, rounds=3, checked=True))
     112
+    >>> round(compile_estimate(21.0, None, 0.033, references=False, rounds=3, checked=True))
+    58
     """
-    untuned = untuned_latency if math.isfinite(untuned_latency) else 0.0
+    untuned = 0.0 if untuned_latency is None or not math.isfinite(untuned_latency) else untuned_latency
     tuned = tuned_latency if math.isfinite(tuned_latency) else 0.0
     rounds = timing.rounds_for(max(untuned, tuned), rounds)  # the compiled models' rounds
-    exports = 3 + checked
-    compiled = (2 * build_seconds + exports * build_seconds / 2 + 2 * tuned + TIMING_PROCESS_SECONDS
-                + timing_seconds(untuned, rounds) + timing_seconds(tuned, rounds))
+    builds = 1 + (untuned_latency is not None)
+    exports = 2 + checked + (untuned_latency is not None)
+    compiled = (builds * build_seconds + exports * build_seconds / 2 + 2 * tuned + TIMING_PROCESS_SECONDS
+                + timing_seconds(tuned, rounds))
+    if untuned_latency is not None:
+        compiled += timing_seconds(untuned, rounds)
     if checked:
         compiled += timing_seconds(tuned, rounds)
     reference = min(tuned, timing.ROUND_MS / 1e3)

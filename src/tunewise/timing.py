@@ -1,9 +1,10 @@
 """End-to-end latencies of a tuned model and of its references, each timed in a fresh process.
 
 A process that has imported TVM, built models and run kernels is a poor place to time anything: TVM's
-runtime threads and measuring workers compete for the cores. So the untuned and the tuned model are exported
-and timed together in one fresh process, in alternating rounds (untuned, tuned, untuned, ...) with the same
-settings, and the references (PyTorch eager, onnxruntime) in another fresh process that never imports TVM.
+runtime threads and measuring workers compete for the cores. So the compiled models (the tuned one, the
+fastest one a whole-model check measured, on request the untuned one) are exported and timed together in one
+fresh process, in alternating rounds with the same settings, and the references (PyTorch eager, onnxruntime)
+in another fresh process that never imports TVM.
 Every latency is the median over :data:`ROUNDS` rounds of the mean call time in a round of at least
 :data:`ROUND_MS` milliseconds, after a warm-up call. The compiled models get fewer rounds when asked (a quicker,
 rougher finish), or (at least :data:`MIN_ROUNDS`) when one call of the slower one takes so long that the
@@ -30,7 +31,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -42,10 +42,11 @@ ROUND_MS = 100
 MAX_SECONDS = 30.0
 
 
-def describe(rounds: int = ROUNDS, *, references: bool = True) -> str:
-    """How latencies timed with ``rounds`` rounds of the compiled models (and the references, if they were
-    timed) were timed."""
-    return (f"in fresh processes, median of {rounds} rounds of >= {ROUND_MS} ms; untuned and tuned alternating"
+def describe(rounds: int = ROUNDS, *, references: bool = True, models: tuple[str, ...] = ("tuned",)) -> str:
+    """How latencies timed with ``rounds`` rounds of the compiled ``models`` (their names, in the order they
+    were timed in each round; and the references, if they were timed) were timed."""
+    return (f"in fresh processes, median of {rounds} rounds of >= {ROUND_MS} ms"
+            + (f"; {' and '.join(models)} alternating" if len(models) > 1 else "")
             + ("" if rounds == ROUNDS or not references else f"; references: {ROUNDS} rounds"))
 
 
@@ -56,16 +57,6 @@ def rounds_for(call_seconds: float, asked: int = ROUNDS) -> int:
     return min(asked, max(MIN_ROUNDS, min(ROUNDS, int(MAX_SECONDS // per_round))))
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Latencies:
-    """Latencies in seconds (``None``: not timed)."""
-
-    untuned: float
-    tuned: float
-    torch_eager: float | None = None
-    onnxruntime: float | None = None
 
 
 def relation(latency: float, baseline: float, name: str | None = None) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -45,7 +46,7 @@ class TuneResult:
     failures: int
     tuning_seconds: float
     decision_seconds: float
-    untuned_latency: float
+    untuned_latency: float | None  # None: not timed (``time_untuned``)
     tuned_latency: float
     estimated_latency: float
     max_error: float
@@ -66,6 +67,7 @@ class TuneResult:
     joules_parts: dict[str, float] = field(default_factory=dict)  # a GPU run's by device (nvml, estimate), one sitting
     records: str = "final"  # the artifact's records: the run's final ones, or "trial N" (a check's, faster)
     final_latency: float | None = None  # the final records' latency, timed beside a check's (None: not timed)
+    untuned_estimate: float = math.inf  # the untuned model's latency, estimated from its tasks' default latencies
 
     def references(self) -> dict[str, float]:
         """The references timed beside the tuned model, by their names in :data:`tunewise.timing.REFERENCES`."""
@@ -77,7 +79,7 @@ class TuneResult:
 @quiet("tune")
 def tune(source, settings: RunSettings | None = None, *, example_inputs=None, target=None, store=None,
          callbacks: Sequence[Callback | str] = (), compare_torch: bool = True, progress: bool | None = None,
-         timing_rounds: int = timings.ROUNDS, **overrides) -> TuneResult:
+         timing_rounds: int = timings.ROUNDS, time_untuned: bool = False, **overrides) -> TuneResult:
     """Tune ``source`` (zoo name, ``.onnx``/``.pt2`` path, or ``nn.Module`` with ``example_inputs``) for
     ``target`` (:func:`tunewise.target.resolve`: this CPU by default) as ``settings`` say
     (:class:`~tunewise.settings.RunSettings`; its defaults when ``None``), with ``overrides`` replacing some of
@@ -88,8 +90,11 @@ def tune(source, settings: RunSettings | None = None, *, example_inputs=None, ta
     adds the live display of ``tunewise tune`` (``tunewise.callbacks.create("progress")``); by default it is
     on when standard output is a terminal or a notebook. ``compare_torch`` times PyTorch eager and onnxruntime
     (on a GPU: PyTorch eager, its CUDA graph and ``tunewise.runtime.aot``) beside the tuned model.
-    ``timing_rounds`` is how many rounds the untuned and tuned models are timed in at the end
-    (:mod:`tunewise.timing`; fewer finish sooner, and the latencies are rougher).
+    ``timing_rounds`` is how many rounds the tuned model is timed in at the end (:mod:`tunewise.timing`; fewer
+    finish sooner, and the latencies are rougher). ``time_untuned`` also compiles the untuned model and times it
+    in turn with the tuned one; without it the result's ``untuned_latency`` is ``None``, and
+    ``untuned_estimate`` (its tasks' default latencies, weighted) stands in for it. Under a time budget, the
+    untuned model's build and timing come out of the tuning time.
 
     Every trial goes to ``store`` (a :class:`~tunewise.stores.Store` or its URL; default
     ``sqlite:///tunewise.db``) as a new run, which :func:`resume` continues if this one is cut short. Writes
@@ -108,7 +113,7 @@ def tune(source, settings: RunSettings | None = None, *, example_inputs=None, ta
     try:
         with _ownership() as owned:
             return _tune(source, store, None, settings, scheduler, target, example_inputs,
-                         _callbacks(callbacks, progress), compare_torch, timing_rounds, owned)
+                         _callbacks(callbacks, progress), compare_torch, timing_rounds, time_untuned, owned)
     finally:  # a store opened from its URL (once the inputs were checked) is closed when the job ends
         if owned is not None and owned.store is not None and not isinstance(store, stores.Store):
             owned.store.close()
@@ -144,7 +149,7 @@ def _callbacks(callbacks: Sequence[Callback | str], progress: bool | None) -> Ca
 def resume(run: int, *, store=None, budget: Budget | Mapping | None = None, source=None,
            example_inputs=None, scheduler=None, callbacks: Sequence[Callback | str] = (),
            compare_torch: bool = True, output: str | None = None, progress: bool | None = None,
-           timing_rounds: int = timings.ROUNDS) -> TuneResult:
+           timing_rounds: int = timings.ROUNDS, time_untuned: bool = False) -> TuneResult:
     """Continue run ``run`` of ``store`` where it stopped (killed, interrupted, failed, or finished and given
     a larger ``budget``), with the settings it was started with: what it measured is kept and counts against
     the budget, and no candidate is measured twice. ``source`` and ``scheduler`` are needed only when the
@@ -153,9 +158,9 @@ def resume(run: int, *, store=None, budget: Budget | Mapping | None = None, sour
     ``budget`` (a :class:`~tunewise.budget.Budget`, or a mapping of some of its fields) replaces the limits
     it sets and keeps the run's other limits; the budget so made is stored in the run's settings. ``output``
     replaces the run's artifact folder, in the store too. Settings stored in an older form are stored again
-    in the full one (:meth:`~tunewise.settings.RunSettings.from_json`). ``callbacks``, ``progress`` and
-    ``timing_rounds`` are :func:`tune`'s. Raises :class:`~tunewise.errors.RunBusyError` when another live
-    process owns the run.
+    in the full one (:meth:`~tunewise.settings.RunSettings.from_json`). ``callbacks``, ``progress``,
+    ``timing_rounds`` and ``time_untuned`` are :func:`tune`'s. Raises :class:`~tunewise.errors.RunBusyError`
+    when another live process owns the run.
     """
     _check_rounds(timing_rounds)
     with _opened(store, must_exist=True) as store:
@@ -179,7 +184,7 @@ def resume(run: int, *, store=None, budget: Budget | Mapping | None = None, sour
             if settings.to_json() != spec.settings:
                 store.update_settings(run, settings.to_json())
             return _tune(source, store, run, settings, scheduler, spec.target, example_inputs,
-                         _callbacks(callbacks, progress), compare_torch, timing_rounds, owned)
+                         _callbacks(callbacks, progress), compare_torch, timing_rounds, time_untuned, owned)
 
 
 def _check_rounds(rounds) -> None:
@@ -234,7 +239,8 @@ def _ownership():
 
 
 def _tune(source, store, run: int | None, settings: RunSettings, scheduler, target, example_inputs,
-          told: CallbackList, compare_torch: bool, timing_rounds: int, owned: Lease) -> TuneResult:
+          told: CallbackList, compare_torch: bool, timing_rounds: int, time_untuned: bool,
+          owned: Lease) -> TuneResult:
     """The job behind :func:`tune` (``run`` None: a new run) and :func:`resume`; ``store`` may be a URL.
     ``owned`` holds the run (a new run: from its creation).
 
@@ -247,7 +253,7 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     end = None if budget.time_budget is None else start + budget.time_budget
     prepared = prepare_run(source, settings, store=store, target=target, example_inputs=example_inputs,
                            scheduler=scheduler, callbacks=told.callbacks, run=run, lease=owned, finish_by=end,
-                           references=compare_torch, timing_rounds=timing_rounds)
+                           references=compare_torch, timing_rounds=timing_rounds, time_untuned=time_untuned)
     model, loop = prepared.model, prepared.session
     store, run, output = loop.store, loop.run_id, settings.artifact_folder(model.name)
     phases = {"import": prepared.import_seconds, "extract": time.perf_counter() - start - prepared.import_seconds}
@@ -279,7 +285,8 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
                       trials=summary.trials, failures=summary.failures, tuning_seconds=summary.elapsed,
                       evaluator=settings.evaluator, cost_model=settings.cost_model, shared_trials=loop.shared,
                       latency_estimate_history=[list(point) for point in loop.history]),
-                  checked=None if loop.checker is None else loop.checker.fastest_before(final.trials))
+                  checked=None if loop.checker is None else loop.checker.fastest_before(final.trials),
+                  time_untuned=time_untuned)
     store.add_artifact(run, output, done.metadata)
     store.set_status(run, stores.FINISHED)
     phases["compile"] = time.perf_counter() - start - sum(phases.values())
@@ -303,7 +310,7 @@ def _result(summary: RunSummary, done: Finished, *, name: str, phases: dict[str,
                       sum(c.skipped for c in summary.checkpoints),
                       cuda_graph_latency=timed["cuda_graph"], aot_latency=timed["aot"],
                       joules_parts=joules_parts, records=done.metadata.get("records", "final"),
-                      final_latency=done.metadata.get("final_records_latency_s"))
+                      final_latency=done.metadata.get("final_records_latency_s"), untuned_estimate=summary.untuned)
 
 
 def _energy_parts(meter) -> dict[str, float]:

@@ -156,7 +156,8 @@ def test_a_real_tuned_and_compiled_run(tmp_path, cli_run):
             name = f"run 1: {name}" + (" (compiled)" if own else "")
             assert [y for y in latency[name] if y is not None] == pytest.approx(
                 [artifact.metadata[key] * 1e3] * (1 if own else 2))
-    assert "run 1: tuned TVM (compiled)" in latency and "run 1: untuned TVM (compiled)" in latency
+    assert "run 1: tuned TVM (compiled)" in latency
+    assert "run 1: untuned TVM (compiled)" not in latency  # not timed unless asked (--time-untuned)
     tasks = store.get_tasks(1)
     assert sorted(trace["name"] for trace in figs["run1-tasks"]["data"]) == sorted(
         task_label(t.index, t.name) for t in tasks)
