@@ -4,6 +4,8 @@
 
     .venv/bin/python bench/population.py --model mobilenetv2 --minutes 5 --trials-per-slot 4 --floors 128,16 \
         --out bench/results/current/population-mobilenetv2-slot4.json
+    .venv/bin/python bench/population.py --model resnet18 --minutes 8 --trials-per-slot 16 --per-candidate 8,4 \
+        --out bench/results/current/population-resnet18-per-candidate.json
 
 For each ``--floors`` value in turn, one run of our loop (the defaults of :class:`tunewise.settings.RunSettings`
 but ``--trials-per-slot``, the cold filter on) tunes the model from an empty store for ``--minutes`` minutes,
@@ -11,6 +13,9 @@ its searches evolving a population of eight members a candidate of the slot, at 
 (:data:`tunewise.search.MIN_POPULATION`), with at most half of it (and at most 50) sampled at random. A floor
 of 128 is a population of 128 with 50 random members for any slot of 16 or fewer. The arms run one after the
 other in one process, on one extraction and one measurer, and record what :mod:`generations` records.
+
+With ``--per-candidate`` instead, each arm evolves that many members a candidate of the slot
+(:data:`tunewise.search.POPULATION_PER_CANDIDATE`), at the default floor.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=5.0)
     parser.add_argument("--trials-per-slot", type=int, default=4)
     parser.add_argument("--floors", default="128,16", help="comma-separated population floors, one arm each")
+    parser.add_argument("--per-candidate", help="comma-separated members a candidate, one arm each, at the default "
+                                                "floor (instead of --floors)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
@@ -43,8 +50,13 @@ def main() -> None:
     results = {}
     try:
         model = prepare.load_model(args.model, settings, target=target, measurer=measurer)
-        arms = {floor: (search.GENERATIONS, lambda floor=int(floor): setattr(search, "MIN_POPULATION", floor))
-                for floor in args.floors.split(",")}
+        if args.per_candidate:
+            arms = {f"{n} a candidate": (search.GENERATIONS,
+                                         lambda n=int(n): setattr(search, "POPULATION_PER_CANDIDATE", n))
+                    for n in args.per_candidate.split(",")}
+        else:
+            arms = {floor: (search.GENERATIONS, lambda floor=int(floor): setattr(search, "MIN_POPULATION", floor))
+                    for floor in args.floors.split(",")}
         run_arms(model, settings, measurer, arms, args.minutes, args.out, key, results)
     finally:
         measurer.close()
