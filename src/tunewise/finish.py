@@ -44,7 +44,7 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
 
     With ``time_untuned`` the model is also compiled untuned and timed in turn with the tuned one. That is off
     by default: the untuned model says little a user acts on, and its build and its slow calls take time a time
-    budget would otherwise give to tuning (ResNet-18 on a 2-core CPU: a 14 s build and 5.5 s a call).
+    budget would otherwise give to tuning (ResNet-18 on a 2-core CPU: a 14 s build and 5.1 s a call).
 
     ``checked`` (the fastest model the run's checks compiled, verified and measured: :class:`Checked`) is timed
     in the same rounds as the tuned model, and saved instead where it is faster: a whole-model check measures
