@@ -330,10 +330,10 @@ def _cmd_tune(args) -> int:
     skipped = f"; {result.skipped} proposals skipped by the filter" if result.skipped else ""
     print(f"trials           {result.trials} ({result.failures} failed{shared}) in {result.tuning_seconds:.0f}s"
           + skipped)
-    untuned = result.untuned_latency if result.untuned_latency is not None else result.untuned_estimate
+    timed = result.untuned_latency is not None
+    untuned = result.untuned_latency if timed else result.untuned_estimate
     if math.isfinite(untuned):
-        estimated = "" if result.untuned_latency is not None else (
-            " estimated from its tasks' default latencies (--time-untuned times it)")
+        estimated = "" if timed else " estimated from its tasks' default latencies (--time-untuned times it)"
         print(f"untuned TVM      {untuned * 1e3:.3f} ms{estimated}")
     print(f"tuned TVM        {result.tuned_latency * 1e3:.3f} ms"
           + (f" ({relation(result.tuned_latency, untuned, 'untuned')})" if math.isfinite(untuned) else ""))

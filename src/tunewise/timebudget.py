@@ -78,14 +78,14 @@ def compile_estimate(build_seconds: float, untuned_latency: float | None, tuned_
     >>> round(compile_estimate(21.0, None, 0.033, references=False, rounds=3, checked=True))
     58
     """
-    untuned = 0.0 if untuned_latency is None or not math.isfinite(untuned_latency) else untuned_latency
+    with_untuned = untuned_latency is not None
+    untuned = untuned_latency if with_untuned and math.isfinite(untuned_latency) else 0.0
     tuned = tuned_latency if math.isfinite(tuned_latency) else 0.0
     rounds = timing.rounds_for(max(untuned, tuned), rounds)  # the compiled models' rounds
-    builds = 1 + (untuned_latency is not None)
-    exports = 2 + checked + (untuned_latency is not None)
+    builds, exports = 1 + with_untuned, 2 + checked + with_untuned
     compiled = (builds * build_seconds + exports * build_seconds / 2 + 2 * tuned + TIMING_PROCESS_SECONDS
                 + timing_seconds(tuned, rounds))
-    if untuned_latency is not None:
+    if with_untuned:
         compiled += timing_seconds(untuned, rounds)
     if checked:
         compiled += timing_seconds(tuned, rounds)
