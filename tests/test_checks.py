@@ -42,6 +42,13 @@ def test_the_fastest_check_is_offered_only_when_the_run_went_on_after_it():
     assert check.fastest_before(8) is check.fastest and check.fastest_before(4) is None
 
 
+def test_the_last_check_is_the_final_model_only_when_no_trial_followed_it():
+    check = ModelCheck(60.0)
+    assert check.holding(8) is None
+    check.latest = Checked(1e-3, compiled=None, max_error=0.0, trials=4)
+    assert check.holding(4) is check.latest and check.holding(8) is None
+
+
 def test_by_epoch_a_check_is_due_after_one_slot_per_live_task():
     def slot(number, live):
         return Snapshot(tuple(TaskView(i, f"t{i}", 1, 1e9, 1.0, finished=i >= live) for i in range(4)), slot=number)
@@ -69,6 +76,7 @@ def test_a_run_with_a_goal_stops_on_the_measured_latency_and_stores_it(tiny_mlp,
     assert 0 < point.latency < 1e-3 and point.message == "" and point.seconds > 0 and point.joules > 0
     assert 0 < run.checker.build_seconds < point.seconds  # what compiling took, for the time after tuning
     assert final.trials == 4 and point.trials == 4  # checked after the first slot, which reached the goal
+    assert run.checker.holding(final.trials).latency == point.latency  # the final model, compiled already
     assert run.ledger.stopped_by.startswith("latency goal 1e+04 ms reached: measured model latency")
     assert final.measured == ((point.elapsed, point.latency),)
     joules = [c.joules for c in store.get_checkpoints(run_id)]

@@ -25,3 +25,21 @@ def test_the_fastest_checked_model_is_timed_beside_the_final_one_and_the_faster_
     assert saved["records"] == ("trial 6" if checked < final else "final")
     plain = finish(tiny_mlp, MemoryDatabase(), str(tmp_path / "plain"), compare_torch=False, timing_rounds=3)
     assert plain.metadata["records"] == "final" and "checked_records_latency_s" not in plain.metadata
+
+
+@pytest.mark.tvm
+def test_the_model_a_check_compiled_from_the_final_records_is_not_compiled_again(tiny_mlp, tmp_path):
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    from tunewise import compile as compiler
+    from tunewise.checks import Checked
+    from tunewise.finish import finish
+
+    compiled, max_error = compiler.compile_checked(tiny_mlp, MemoryDatabase())
+    phases = []
+    done = finish(tiny_mlp, MemoryDatabase(), str(tmp_path / "out"), compare_torch=False, timing_rounds=3,
+                  on_phase=phases.append, built=Checked(1.0, compiled, max_error, trials=6))
+    assert not any(phase.startswith("compiling") for phase in phases) and phases  # timed, not compiled
+    assert done.metadata["records"] == "final" and 0 < done.tuned_latency < 0.01  # timed, not the check's 1 s
+    saved = compiler.load(str(tmp_path / "out"))
+    assert compiler.verify(saved, tiny_mlp.inputs, tiny_mlp.reference_outputs) < 1e-4

@@ -58,7 +58,9 @@ class ModelCheck:
     last check took (before any check: a tenth of ``every``, or nothing for epochs).
 
     :attr:`fastest` keeps the fastest model it measured (:class:`Checked`), which the steps after tuning time
-    beside the final one: a model compiled from fewer trials can be the faster one in the model.
+    beside the final one: a model compiled from fewer trials can be the faster one in the model. :attr:`latest`
+    keeps the last one: where no trial followed it (:meth:`holding`), the steps after tuning take it as the
+    final model instead of compiling the same records again.
     :attr:`build_seconds` is what the last check measured here took to compile the model with its records and
     check its outputs (``None`` before one): what the steps after tuning take for each model they compile.
     """
@@ -75,6 +77,7 @@ class ModelCheck:
         self.build_seconds: float | None = None  # seconds the last check here took to compile and verify
         self._epoch_end: int | None = None  # the slot number that ends the epoch in progress
         self.fastest: Checked | None = None
+        self.latest: Checked | None = None
 
     def due(self, snapshot, seconds_left: float = math.inf) -> bool:
         """Whether to check the model now, the run being at ``snapshot`` with ``seconds_left`` of its limits."""
@@ -100,6 +103,11 @@ class ModelCheck:
         the fastest holds the records the run ended with)."""
         return self.fastest if self.fastest is not None and self.fastest.trials != trials else None
 
+    def holding(self, trials: int) -> Checked | None:
+        """The last model this check measured if it holds the records of a run at ``trials`` trials (checked
+        after the last of them), else ``None``."""
+        return self.latest if self.latest is not None and self.latest.trials == trials else None
+
     def measure(self, model, database, *, trials: int | None = None) -> tuple[float, str]:
         """``(latency, "")`` of ``model`` (an :class:`~tunewise.tasks.ExtractedModel` with its default
         latencies) compiled with the best records of ``database`` that beat them, after ``trials`` trials of
@@ -114,6 +122,7 @@ class ModelCheck:
             (latency,), _ = timing.time_models([compiled], model.inputs)
         except Exception as err:  # a build, run or verification failure of this model: the run goes on
             return math.inf, message_line(err)
+        self.latest = Checked(latency, compiled, max_error, trials)
         if self.fastest is None or latency < self.fastest.latency:
-            self.fastest = Checked(latency, compiled, max_error, trials)
+            self.fastest = self.latest
         return latency, ""
