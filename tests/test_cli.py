@@ -449,10 +449,11 @@ def test_every_tasks_and_streams_option_has_help():
 def test_streams_plans_an_exported_program_file(capsys, tmp_path):
     import torch
 
-    from tunewise import runtime, zoo
+    from tunewise import runtime
+    from tunewise.zoo import architectures
 
-    model, inputs = zoo.get("inception-cells")
-    path = str(tmp_path / "cells.pt2")
+    model, inputs = architectures.InceptionCells(channels=16, cells=1).eval(), (torch.randn(1, 3, 16, 16),)
+    path = str(tmp_path / "cells.pt2")  # a cell's four branches: a plan of several streams
     torch.export.save(torch.export.export(model, inputs), path)
     assert cli.main(["streams", path]) == 0
     assert capsys.readouterr().out.strip() == runtime.plan_model(model, inputs).describe().strip()
