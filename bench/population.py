@@ -46,17 +46,15 @@ def main() -> None:
            "target": str(target)}
     settings = RunSettings(source=args.model, seed=args.seed, budget=session.Budget(max_trials=10**7),
                            trials_per_slot=args.trials_per_slot, candidate_filter="cold")
+    # each arm sets one of the search's population constants: members a candidate, or the floor
+    knob, values, name = (("POPULATION_PER_CANDIDATE", args.per_candidate, "{} a candidate") if args.per_candidate
+                          else ("MIN_POPULATION", args.floors, "{}"))
+    arms = {name.format(value): (search.GENERATIONS, lambda n=int(value): setattr(search, knob, n))
+            for value in values.split(",")}
     measurer = prepare.make_measurer(target, settings)
     results = {}
     try:
         model = prepare.load_model(args.model, settings, target=target, measurer=measurer)
-        if args.per_candidate:
-            arms = {f"{n} a candidate": (search.GENERATIONS,
-                                         lambda n=int(n): setattr(search, "POPULATION_PER_CANDIDATE", n))
-                    for n in args.per_candidate.split(",")}
-        else:
-            arms = {floor: (search.GENERATIONS, lambda floor=int(floor): setattr(search, "MIN_POPULATION", floor))
-                    for floor in args.floors.split(",")}
         run_arms(model, settings, measurer, arms, args.minutes, args.out, key, results)
     finally:
         measurer.close()
