@@ -20,10 +20,12 @@ one, less the scheduler's decision time: the search, the builds and runs, the re
 update, shared equally by the slot's trials. The default latencies are measured once, by the extraction,
 with the same :class:`tunewise.measure.MeasureConfig` as the trials.
 
-Writes ``bench/traces/MODEL.json.gz`` (or ``--out``) after each seed, so a long recording can be stopped and
-still leave the seeds it finished. ``--resume`` appends seeds to that file instead (a recording spread over
-several sittings): it keeps the file's tasks, default latencies and settings, refuses a file whose tasks are
-not this extraction's or whose trials per task differ, and records the seeds that follow the file's last.
+Writes ``bench/traces/MODEL.json.gz`` (or ``--out``) after each task, so a long recording can be stopped and
+still leave what it finished: the seeds done, and the tasks done of the seed under way in the meta's
+``partial_seed`` (no replay reads it). ``--resume`` appends to that file instead (a recording spread over
+several sittings, such as a GPU lent for minutes): it keeps the file's tasks, default latencies and settings,
+refuses a file whose tasks are not this extraction's or whose trials per task differ, finishes the partial
+seed from its first missing task (it counts as one of ``--seeds``) and records the seeds that follow.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ def main() -> None:
             "measure": dataclasses.asdict(config), "evaluator": repr(measurer.evaluator),
             "recorded": [provenance.stamp()], **({} if device is None else {"device": device})}
     runs: list = []
+    partial: list = []  # the task runs done of the seed under way
     if args.resume:
         old = Trace.load(out)
         if [(t.name, t.weight) for t in old.tasks] != [(t.name, t.weight) for t in trace_tasks]:
@@ -109,18 +112,23 @@ def main() -> None:
         recorded = old.meta.get("recorded", [])
         recorded = [recorded] if isinstance(recorded, str) else recorded
         meta = {**meta, **old.meta, "recorded": [*recorded, *meta["recorded"]]}
+        partial = [TaskRun.from_json(r) for r in meta.pop("partial_seed", [])]
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     for seed in range(len(runs), len(runs) + args.seeds):
-        seed_runs = []
-        for k, task in enumerate(model.tasks):
+        for k in range(len(partial), len(model.tasks)):
+            task = model.tasks[k]
             start = time.perf_counter()
             run = record_task(model, k, args.trials, measurer, seed)
-            seed_runs.append(run)
+            partial.append(run)
             best = min(run.latencies, default=math.inf)
             print(f"seed {seed} task {k + 1}/{len(model.tasks)} {task.name}: {len(run.latencies)} trials, "
                   f"best {best * 1e6:.1f} us (default {task.default_latency * 1e6:.1f} us), "
                   f"{time.perf_counter() - start:.0f} s", flush=True)
-        runs.append(tuple(seed_runs))
+            if k + 1 < len(model.tasks):
+                partial_seed = [r.to_json() for r in partial]
+                Trace(name, trace_tasks, tuple(runs), {**meta, "partial_seed": partial_seed}).save(out)
+        runs.append(tuple(partial))
+        partial = []
         Trace(name, trace_tasks, tuple(runs), meta).save(out)
         print(f"saved {out} with {len(runs)} seed(s)", flush=True)
     measurer.close()

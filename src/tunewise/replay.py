@@ -61,6 +61,14 @@ class TaskRun:
         if not all(0 <= c < math.inf for c in self.costs):
             raise ValueError("costs must be finite and >= 0")
 
+    def to_json(self) -> dict:
+        """The run as JSON (``inf`` as ``null``); :meth:`from_json` reads it back."""
+        return {"latencies": [infinity.to_json(x) for x in self.latencies], "costs": list(self.costs)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> TaskRun:
+        return cls(tuple(infinity.from_json(x) for x in data["latencies"]), tuple(data["costs"]))
+
 
 @dataclass(frozen=True)
 class Trace:
@@ -94,8 +102,7 @@ class Trace:
         data = {"format": _FORMAT, "model": self.model, "meta": self.meta,
                 "tasks": [{"name": t.name, "weight": t.weight, "flops": t.flops,
                            "default_latency": infinity.to_json(t.default_latency)} for t in self.tasks],
-                "runs": [[{"latencies": [infinity.to_json(x) for x in r.latencies], "costs": list(r.costs)}
-                          for r in runs] for runs in self.runs]}
+                "runs": [[r.to_json() for r in runs] for runs in self.runs]}
         with gzip.open(path, "wt", encoding="utf-8") as f:
             json.dump(data, f, separators=(",", ":"))
 
@@ -108,8 +115,7 @@ class Trace:
             raise ValueError(f"{path}: trace format {data.get('format')!r}, expected {_FORMAT}")
         tasks = tuple(TraceTask(t["name"], t["weight"], t["flops"], infinity.from_json(t["default_latency"]))
                       for t in data["tasks"])
-        runs = tuple(tuple(TaskRun(tuple(infinity.from_json(x) for x in r["latencies"]), tuple(r["costs"]))
-                           for r in runs) for runs in data["runs"])
+        runs = tuple(tuple(TaskRun.from_json(r) for r in runs) for runs in data["runs"])
         return cls(data["model"], tasks, runs, data["meta"])
 
 
