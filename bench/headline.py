@@ -31,12 +31,14 @@ arm's tuning time includes its checkpoints. Beside that *compiled* curve each ar
 the tasks' best latencies, weighted), after every batch.
 
 Reported per model and arm: ``ttq5_s``, the tuning time of the first checkpoint within 5 % of the best final
-compiled latency of either arm (:func:`tunewise.lab.curves.time_to_quality`), ``final_ms``,
+compiled latency of either arm (:func:`tunewise.lab.curves.time_to_quality`), ``final_ms`` (the last check),
 ``trials_per_min``, and ``split`` (seconds of search, build and measurement; for ``stock``, build and
 measurement are the wall time of its builder's and runner's calls, search the rest); per model ``ttq5_ratio``
 (stock's ``ttq5_s`` over ours), ``onnxruntime_ms``, ``eager_ms``, ``torch_compile_ms`` and
 ``torch_compile_s`` (the seconds of its compilation; these three ``None`` for an ``.onnx`` file, which has no
-PyTorch model). ``--out`` (default
+PyTorch model). The ``tunewise`` arm also reports ``delivered``: what ``tunewise tune`` would save, the final
+records' model and the fastest earlier check's timed side by side in one fresh process, the faster kept
+(:func:`delivered`). ``--out`` (default
 ``bench/results/headline.json``) holds them with the command line, the commit and the CPU model
 (:mod:`provenance`); it is written after every arm, and ``--resume`` makes only the arms it lacks; ``--arms`` runs
 only those named (``--arms tunewise``: our curve beside the references, with no stock run). ``--keep DIR``
@@ -136,7 +138,25 @@ def run_ours(model, settings: RunSettings, measurer, seconds: float, times: list
     tuning, trials = compiled[-1][0], len(store.get_trials(loop.run_id, records=False))
     return {"compiled": compiled, "estimate": curve, "trials": trials, "tuning_s": tuning,
             "trials_per_min": 60 * trials / tuning, "split": phases.seconds, "final_ms": compiled[-1][1],
-            "slots": [(c.task, c.trials, c.seconds) for c in slots]}
+            "slots": [(c.task, c.trials, c.seconds) for c in slots],
+            "delivered": delivered(model, checks, loop.ledger.trials, points)}
+
+
+def delivered(model, checks: ModelCheck, trials: int, points) -> dict | None:
+    """What ``tunewise tune`` saves as the artifact: the model of the final records and the fastest model an
+    earlier check measured, timed side by side in one fresh process (:data:`tunewise.timing.ROUNDS` rounds,
+    alternating), and the faster kept. ``None`` when the final check failed."""
+    final, fastest = checks.holding(trials), checks.fastest_before(trials)
+    if final is None:
+        return None
+    candidates = {"final": final} | ({} if fastest is None else {"fastest_checked": fastest})
+    latencies, rounds = timing.time_models([c.compiled for c in candidates.values()], model.inputs)
+    timed = {f"{name}_ms": latency * 1e3 for name, latency in zip(candidates, latencies, strict=True)}
+    kept = min(candidates, key=lambda name: timed[f"{name}_ms"])
+    at = next((tuning_clock(p.elapsed, points) for p in points if fastest is not None and p.trials == fastest.trials),
+              None)
+    return {**timed, "delivered_ms": timed[f"{kept}_ms"], "records": kept, "rounds": rounds,
+            "fastest_checked_at_s": at, "fastest_checked_trials": None if fastest is None else fastest.trials}
 
 
 def tuning_clock(elapsed: float, points) -> float:
