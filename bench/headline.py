@@ -153,8 +153,8 @@ def delivered(model, checks: ModelCheck, trials: int, points) -> dict | None:
     latencies, rounds = timing.time_models([c.compiled for c in candidates.values()], model.inputs)
     timed = {f"{name}_ms": latency * 1e3 for name, latency in zip(candidates, latencies, strict=True)}
     kept = min(candidates, key=lambda name: timed[f"{name}_ms"])
-    at = next((tuning_clock(p.elapsed, points) for p in points if fastest is not None and p.trials == fastest.trials),
-              None)
+    at = None if fastest is None else next(
+        (tuning_clock(p.elapsed, points) for p in points if p.trials == fastest.trials), None)
     return {**timed, "delivered_ms": timed[f"{kept}_ms"], "records": kept, "rounds": rounds,
             "fastest_checked_at_s": at, "fastest_checked_trials": None if fastest is None else fastest.trials}
 
