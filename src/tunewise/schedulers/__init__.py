@@ -18,6 +18,7 @@ from tunewise.schedulers._base import TaskScheduler
 from tunewise.schedulers._dynatune import DynaTune, DynaTuneEpsilonGreedy, DynaTuneSoftmax
 from tunewise.schedulers._expected_gain import ExpectedGain
 from tunewise.schedulers._flops import Flops
+from tunewise.schedulers._gated_gradient import GatedGradient
 from tunewise.schedulers._gradient import Gradient
 from tunewise.schedulers._prior import heaviest_by_flops
 from tunewise.schedulers._random import Random
@@ -32,6 +33,7 @@ __all__ = [
     "DynaTuneSoftmax",
     "ExpectedGain",
     "Flops",
+    "GatedGradient",
     "Gradient",
     "Random",
     "RoundRobin",
@@ -52,6 +54,7 @@ _REGISTRY: dict[str, type[TaskScheduler]] = {
     "random": Random,
     "flops": Flops,
     "gradient": Gradient,
+    "gated-gradient": GatedGradient,
     "dynatune": DynaTune,
     "dynatune-egreedy": DynaTuneEpsilonGreedy,
     "dynatune-softmax": DynaTuneSoftmax,

@@ -63,7 +63,12 @@ class Gradient(TaskScheduler):
         untried = [t for t in live if t.slots == 0]
         if untried:
             return heaviest_first(untried)[0].index
-        scores = [self.score(t) for t in live]
+        return self.highest_score(live)
+
+    def highest_score(self, tasks: list[TaskView]) -> int:
+        """The index of the task of highest :meth:`score` among ``tasks`` (tried, at least one), ties to the
+        earliest declared; one drawn uniformly with the scheduler's generator when all score the same."""
+        scores = [self.score(t) for t in tasks]
         if max(scores) == min(scores):
-            return live[int(self._rng.integers(len(live)))].index
-        return live[int(np.argmax(scores))].index
+            return tasks[int(self._rng.integers(len(tasks)))].index
+        return tasks[int(np.argmax(scores))].index

@@ -1,0 +1,50 @@
+"""The gated gradient scheduler: gradient's choice among the tried tasks, expected-gain's rule for a first slot."""
+
+from __future__ import annotations
+
+from tunewise.schedulers._expected_gain import ExpectedGain
+from tunewise.schedulers._gradient import Gradient
+from tunewise.schedulers._prior import heaviest_first
+from tunewise.state import Snapshot
+
+
+class GatedGradient(Gradient):
+    """:class:`~tunewise.schedulers.Gradient` without its pass over every task: a task gets its first slot only
+    when that slot is expected to take more model latency per second than any tried task's next one.
+
+    The run's first slot goes to the heaviest task untuned (:func:`~tunewise.schedulers._prior.heaviest_first`).
+    Then the untried task with the highest :meth:`ExpectedGain.rates <tunewise.schedulers.ExpectedGain.rates>`
+    (its untuned time less what the tried tasks' throughput says tuning would leave of it, per expected second
+    of the slot) gets the slot when its rate is at least every tried task's; otherwise the tried task of
+    highest gradient :meth:`~tunewise.schedulers.Gradient.score` does, as in ``gradient``. So a reshape or a
+    slice worth microseconds waits while a convolution has more to give, where ``gradient`` spends a slot on
+    every task first (on the Transformer traces, 17-18 s of an 84-102 s bound: bench/README, "Which scheduler
+    reaches a latency first"); and which tried task goes next follows what its recent slots took off, which
+    in real runs kept ``gradient`` off tasks whose search had stalled, where ``expected-gain``'s one learning
+    curve for every task did not.
+
+    >>> from tunewise.state import Snapshot, TaskView
+    >>> conv = TaskView(0, "conv", 1, 1e9, 1e-2, (1e-3,), (16,), 16)  # 1 GFLOP in 1 ms once tuned
+    >>> reshape = TaskView(1, "reshape", 1, 0.0, 1e-5)  # 10 us untuned
+    >>> GatedGradient(seed=0).next(Snapshot((conv, reshape)))  # gradient would try the reshape first
+    0
+    """
+
+    def __init__(self, *, alpha: float = 0.2, window: int = 3, seed: int | None = None):
+        super().__init__(alpha=alpha, window=window, seed=seed)
+        self._gain = ExpectedGain()
+
+    def next(self, snapshot: Snapshot) -> int | None:
+        live = snapshot.live
+        if not live:
+            return None
+        if not any(t.slots for t in snapshot.tasks):
+            return heaviest_first(live)[0].index
+        untried = [t for t in live if t.slots == 0]
+        tried = [t for t in live if t.slots > 0]
+        if untried:
+            rates = self._gain.rates(snapshot)
+            first = max(untried, key=lambda t: (rates[t.index], -t.index))
+            if not tried or rates[first.index] >= max(rates[t.index] for t in tried):
+                return first.index
+        return self.highest_score(tried)
