@@ -41,9 +41,9 @@ from tunewise import replay as rp
 from tunewise import schedulers
 from tunewise.lab import oracles
 
-SCHEDULERS = ["sequential", "round-robin", "random", "flops", "gradient", "dynatune", "dynatune-egreedy",
-              "dynatune-softmax", "expected-gain", "oracle", "oracle-lookahead", "oracle-other-seeds",
-              "oracle-other-seeds-lookahead"]
+SCHEDULERS = ["sequential", "round-robin", "random", "flops", "gradient", "gated-gradient", "dynatune",
+              "dynatune-egreedy", "dynatune-softmax", "expected-gain", "oracle", "oracle-lookahead",
+              "oracle-other-seeds", "oracle-other-seeds-lookahead"]
 GOALS = (0.05, 0.01)
 EARLY_GOALS = (1.0, 0.25, 0.10)  # the way there: a second, smaller table
 

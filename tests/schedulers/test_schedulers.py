@@ -17,7 +17,7 @@ from tunewise.state import Snapshot, TaskView
 
 # Small MCMC settings keep the DynaTune schedulers fast enough for the conformance suite.
 FAST = {"n_walkers": 8, "n_steps": 60, "burn_in": 30, "thin": 5}
-SEEDED = {"random", "gradient", "dynatune", "dynatune-egreedy", "dynatune-softmax"}
+SEEDED = {"random", "gradient", "gated-gradient", "dynatune", "dynatune-egreedy", "dynatune-softmax"}
 
 
 def build(name: str, seed: int = 0) -> TaskScheduler:
