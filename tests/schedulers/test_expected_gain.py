@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import pytest
 
 from tunewise import schedulers
-from tunewise.lab.synthetic import synthetic
-from tunewise.replay import TaskRun, Trace, TraceTask, replay
+from tunewise.replay import replay
 from tunewise.schedulers import ExpectedGain
 from tunewise.state import Snapshot, TaskView
 
@@ -90,13 +88,10 @@ def test_a_slot_is_expected_to_cost_what_the_runs_slots_at_its_position_cost():
     assert ExpectedGain(cost_prior_slots=0.0).slot_seconds(snap)[0] == pytest.approx(65.0 / 3)
 
 
-def test_it_skips_the_tasks_a_warm_up_pass_would_waste_slots_on():
-    # on a synthetic trace, half the tasks are layout operators whose tuning gains nothing: expected-gain
-    # reaches 5 % of the best reachable latency without trying most of them, gradient tries them all first
-    base = synthetic(n_tasks=4, trials=96, seeds=1, seed=3)
-    layout = tuple(TraceTask(f"reshape{i}", 1, 0.0, 2e-6) for i in range(6))
-    flat = TaskRun((2e-6,) * 16, (0.5,) * 16)
-    trace: Trace = replace(base, tasks=base.tasks + layout, runs=(base.runs[0] + (flat,) * 6,))
+def test_it_skips_the_tasks_a_warm_up_pass_would_waste_slots_on(trace_with_layout_tasks):
+    # expected-gain reaches 5 % of the best reachable latency without trying most of the layout operators,
+    # gradient tries them all first
+    trace = trace_with_layout_tasks
     best = trace.best_reachable(0)
     runs = {name: replay(trace, schedulers.create_seeded(name, 0), seed_index=0, decision_cost=0.0)
             for name in ("gradient", "expected-gain")}

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from tunewise import schedulers
-from tunewise.lab.synthetic import synthetic
-from tunewise.replay import TaskRun, Trace, TraceTask, replay
+from tunewise.replay import replay
 from tunewise.schedulers import GatedGradient, Gradient
 from tunewise.state import Snapshot, TaskView
 
@@ -37,12 +34,8 @@ def test_an_untried_task_goes_first_when_its_first_slot_is_worth_more_than_the_n
     assert Gradient(seed=0).next(Snapshot((tried, heavy, light))) == 2
 
 
-def test_it_skips_the_tasks_a_first_pass_would_waste_slots_on_and_reaches_the_goal_sooner():
-    # a synthetic trace whose six extra tasks are layout operators that tuning does not speed up
-    base = synthetic(n_tasks=4, trials=96, seeds=1, seed=3)
-    layout = tuple(TraceTask(f"reshape{i}", 1, 0.0, 2e-6) for i in range(6))
-    flat = TaskRun((2e-6,) * 16, (0.5,) * 16)
-    trace: Trace = replace(base, tasks=base.tasks + layout, runs=(base.runs[0] + (flat,) * 6,))
+def test_it_skips_the_tasks_a_first_pass_would_waste_slots_on_and_reaches_the_goal_sooner(trace_with_layout_tasks):
+    trace = trace_with_layout_tasks
     best = trace.best_reachable(0)
     runs = {name: replay(trace, schedulers.create_seeded(name, 0), seed_index=0, decision_cost=0.0)
             for name in ("gradient", "gated-gradient")}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from tunewise.schedulers._expected_gain import ExpectedGain
 from tunewise.schedulers._gradient import Gradient
-from tunewise.schedulers._prior import heaviest_first
 from tunewise.state import Snapshot
 
 
@@ -12,11 +11,11 @@ class GatedGradient(Gradient):
     """:class:`~tunewise.schedulers.Gradient` without its pass over every task: a task gets its first slot only
     when that slot is expected to take more model latency per second than any tried task's next one.
 
-    The run's first slot goes to the heaviest task untuned (:func:`~tunewise.schedulers._prior.heaviest_first`).
-    Then the untried task with the highest :meth:`ExpectedGain.rates <tunewise.schedulers.ExpectedGain.rates>`
-    (its untuned time less what the tried tasks' throughput says tuning would leave of it, per expected second
-    of the slot) gets the slot when its rate is at least every tried task's; otherwise the tried task of
-    highest gradient :meth:`~tunewise.schedulers.Gradient.score` does, as in ``gradient``. So a reshape or a
+    :class:`~tunewise.schedulers.ExpectedGain` chooses first (the run's first slot to the heaviest task
+    untuned; then the live task of highest expected model-latency gain per second, an untried task's gain being
+    its untuned time less what the tried tasks' throughput says tuning would leave of it). A task not tried yet
+    keeps that choice; when the choice is a tried task, the tried task of highest gradient
+    :meth:`~tunewise.schedulers.Gradient.score` gets the slot instead, as in ``gradient``. So a reshape or a
     slice worth microseconds waits while a convolution has more to give, where ``gradient`` spends a slot on
     every task first (on the Transformer traces, 17-18 s of an 84-102 s bound: bench/README, "Which scheduler
     reaches a latency first"); and which tried task goes next follows what its recent slots took off, which
@@ -35,16 +34,8 @@ class GatedGradient(Gradient):
         self._gain = ExpectedGain()
 
     def next(self, snapshot: Snapshot) -> int | None:
-        live = snapshot.live
-        if not live:
-            return None
-        if not any(t.slots for t in snapshot.tasks):
-            return heaviest_first(live)[0].index
-        untried = [t for t in live if t.slots == 0]
-        tried = [t for t in live if t.slots > 0]
-        if untried:
-            rates = self._gain.rates(snapshot)
-            first = max(untried, key=lambda t: (rates[t.index], -t.index))
-            if not tried or rates[first.index] >= max(rates[t.index] for t in tried):
-                return first.index
+        choice = self._gain.next(snapshot)
+        tried = [t for t in snapshot.live if t.slots > 0]
+        if choice is None or choice not in {t.index for t in tried}:
+            return choice
         return self.highest_score(tried)
