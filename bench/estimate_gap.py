@@ -5,7 +5,10 @@ re-measures that record alone: warm, as tuning measures (runs back to back, the 
 and cold, one run a repeat with the CPU caches flushed of its arguments (weights included) before each. Then
 compiles the model with the records, times it, and times each kernel inside it (the VM's instrument hook
 around every call it makes, over ``--calls`` model calls): a kernel slower in the model than alone shows
-where the gap is, and one as slow cold as in the model says its weights come from memory there.
+where the gap is, and one as slow cold as in the model says its weights come from memory there. Last, in the
+same process, each kernel is called again in a loop on copies of the arguments it had in the model (``loop``):
+against ``in model`` that is what the model's surroundings cost it, free of the host's drift from one process
+or minute to the next, which the re-measurements in their own runner process are not.
 
     python bench/estimate_gap.py --store sqlite:///tunewise.db --run 1 --out bench/results/estimate-gap.json
     python bench/estimate_gap.py --store sqlite:///STORE.db --run 1 --model resnet18 --level fold-bn  # a run
@@ -38,23 +41,26 @@ def remeasure(measurer: measure.Measurer, records, passes: int) -> list[float]:
     return [statistics.median(column) for column in zip(*samples, strict=True)]
 
 
-def in_model(compiled: compiler.CompiledModel, inputs, calls: int) -> tuple[dict, float]:
+def in_model(compiled: compiler.CompiledModel, inputs, calls: int) -> tuple[dict, dict, float]:
     """Each function the model's VM calls (its kernels by task name, and the VM's builtins), with the seconds a
-    model call spends in it (all its calls together), from ``calls`` model calls after a warm-up; and the
-    mean seconds of a model call so instrumented."""
+    model call spends in it (all its calls together), from ``calls`` model calls after a warm-up; each one's
+    seconds a call when called in a loop on copies of the arguments of its first call in the model (tensor
+    arguments only: the builtins are left out); and the mean seconds of a model call so instrumented."""
     import time
 
     import tvm
 
-    spent, started = defaultdict(float), {}
+    spent, started, captured = defaultdict(float), {}, {}
 
     def instrument(func, name, before_run, ret_value, *args):
         now = time.perf_counter()
         if before_run:
             started[name] = now
-        else:
-            spent[name] += now - started.pop(name)
-        return 0  # VMInstrumentReturnKind.NO_OP
+            return 0  # VMInstrumentReturnKind.NO_OP
+        spent[name] += now - started.pop(name)
+        if name not in captured and args and all(isinstance(a, tvm.runtime.Tensor) for a in args):
+            captured[name] = (func, [tvm.runtime.tensor(a.numpy(), a.device) for a in args])
+        return 0
 
     vm, device = compiled.vm, compiled.device
     arrays = [tvm.runtime.tensor(x, device) for x in inputs]
@@ -69,7 +75,19 @@ def in_model(compiled: compiler.CompiledModel, inputs, calls: int) -> tuple[dict
         seconds = (time.perf_counter() - start) / calls
     finally:
         vm.set_instrument(None)
-    return {name: total / calls for name, total in spent.items()}, seconds
+    return {name: total / calls for name, total in spent.items()}, {
+        name: looped(func, args, calls) for name, (func, args) in captured.items()}, seconds
+
+
+def looped(func, args, calls: int) -> float:
+    """Seconds a call of ``func(*args)``, called ``calls`` times back to back after one untimed call."""
+    import time
+
+    func(*args)
+    start = time.perf_counter()
+    for _ in range(calls):
+        func(*args)
+    return (time.perf_counter() - start) / calls
 
 
 def kernel_name(calls: dict, task: str) -> str | None:
@@ -142,21 +160,22 @@ def main() -> None:
 
     compiled, _ = compiler.compile_checked(model, database)
     latency = compiled.time(*model.inputs, repeat=20).median
-    calls, call_seconds = in_model(compiled, model.inputs, args.calls)
+    calls, loops, call_seconds = in_model(compiled, model.inputs, args.calls)
     for row in rows:
         name = kernel_name(calls, row["name"])
         if name is not None:
             row["in_model"] = calls.pop(name) / row["weight"]
+            row["loop"] = loops[name]
     result = {"store": args.store, "run": args.run, "model": model.name, "tasks": rows,
               "estimate_tuned": total("tuned"), "estimate_warm": total("warm"), "estimate_cold": total("cold"),
-              "estimate_in_model": total("in_model"), "compiled": latency,
+              "estimate_in_model": total("in_model"), "estimate_loop": total("loop"), "compiled": latency,
               "compiled_instrumented": call_seconds, "in_model_other": calls}
     with open(args.out, "w") as f:
         json.dump(provenance.stamped(result), f, indent=1)
-    print(f"{'task':40s} {'w':>2s} {'tuned':>9s} {'warm':>9s} {'cold':>9s} {'in model':>9s}  (ms)")
+    print(f"{'task':40s} {'w':>2s} {'tuned':>9s} {'warm':>9s} {'cold':>9s} {'in model':>9s} {'loop':>9s}  (ms)")
     for r in rows:
         cells = [f"{1e3 * r[k]:9.3f}" if k in r and math.isfinite(r[k]) else f"{'-':>9s}"
-                 for k in ("tuned", "warm", "cold", "in_model")]
+                 for k in ("tuned", "warm", "cold", "in_model", "loop")]
         print(f"{r['name'][:40]:40s} {r['weight']:2d} {' '.join(cells)}")
     print({k: round(1e3 * v, 2) for k, v in result.items() if k.startswith(("estimate", "compiled"))}, "ms; other "
           "calls in the model:", {k: round(1e3 * v, 3) for k, v in result["in_model_other"].items()})
