@@ -6,9 +6,10 @@ and cold, one run a repeat with the CPU caches flushed of its arguments (weights
 compiles the model with the records, times it, and times each kernel inside it (the VM's instrument hook
 around every call it makes, over ``--calls`` model calls): a kernel slower in the model than alone shows
 where the gap is, and one as slow cold as in the model says its weights come from memory there. Last, in the
-same process, each kernel is called again in a loop on copies of the arguments it had in the model (``loop``):
-against ``in model`` that is what the model's surroundings cost it, free of the host's drift from one process
-or minute to the next, which the re-measurements in their own runner process are not.
+same process, each kernel is also called in a loop on copies of the arguments it had in the model (``loop``),
+in rounds alternating with the model's calls: against ``in model`` that is what the model's surroundings cost
+it, free of the host's drift from one process or second to the next, which the re-measurements in their own
+runner process are not.
 
     python bench/estimate_gap.py --store sqlite:///tunewise.db --run 1 --out bench/results/estimate-gap.json
     python bench/estimate_gap.py --store sqlite:///STORE.db --run 1 --model resnet18 --level fold-bn  # a run
@@ -41,11 +42,13 @@ def remeasure(measurer: measure.Measurer, records, passes: int) -> list[float]:
     return [statistics.median(column) for column in zip(*samples, strict=True)]
 
 
-def in_model(compiled: compiler.CompiledModel, inputs, calls: int) -> tuple[dict, dict, float]:
+def in_model(compiled: compiler.CompiledModel, inputs, calls: int, rounds: int = 5) -> tuple[dict, dict, float]:
     """Each function the model's VM calls (its kernels by task name, and the VM's builtins), with the seconds a
-    model call spends in it (all its calls together), from ``calls`` model calls after a warm-up; each one's
-    seconds a call when called in a loop on copies of the arguments of its first call in the model (tensor
-    arguments only: the builtins are left out); and the mean seconds of a model call so instrumented."""
+    model call spends in it (all its calls together); each one's seconds a call when called in a loop on
+    copies of the arguments of its first call in the model (tensor arguments only: the builtins are left
+    out); and the seconds of a model call so instrumented. Each a median over ``rounds`` rounds, a round being
+    ``calls`` model calls, then ``calls`` calls of every kernel in turn: both meet the host alike, however fast
+    it runs that second."""
     import time
 
     import tvm
@@ -64,19 +67,26 @@ def in_model(compiled: compiler.CompiledModel, inputs, calls: int) -> tuple[dict
 
     vm, device = compiled.vm, compiled.device
     arrays = [tvm.runtime.tensor(x, device) for x in inputs]
-    vm.set_instrument(instrument)
+    model_rounds, loop_rounds, seconds = defaultdict(list), defaultdict(list), []
+    vm.set_instrument(instrument)  # the VM's calls only: a kernel called directly is not instrumented
     try:
-        for _ in range(5):
+        for _ in range(5):  # a warm-up
             vm["main"](*arrays)
-        spent.clear()
-        start = time.perf_counter()
-        for _ in range(calls):
-            vm["main"](*arrays)
-        seconds = (time.perf_counter() - start) / calls
+        for _ in range(rounds):
+            spent.clear()
+            start = time.perf_counter()
+            for _ in range(calls):
+                vm["main"](*arrays)
+            seconds.append((time.perf_counter() - start) / calls)
+            for name, total in spent.items():
+                model_rounds[name].append(total / calls)
+            for name, (func, args) in captured.items():
+                loop_rounds[name].append(looped(func, args, calls))
     finally:
         vm.set_instrument(None)
-    return {name: total / calls for name, total in spent.items()}, {
-        name: looped(func, args, calls) for name, (func, args) in captured.items()}, seconds
+    median = statistics.median
+    return ({name: median(v) for name, v in model_rounds.items()},
+            {name: median(v) for name, v in loop_rounds.items()}, median(seconds))
 
 
 def looped(func, args, calls: int) -> float:
