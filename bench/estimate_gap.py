@@ -42,13 +42,14 @@ def remeasure(measurer: measure.Measurer, records, passes: int) -> list[float]:
     return [statistics.median(column) for column in zip(*samples, strict=True)]
 
 
-def in_model(compiled: compiler.CompiledModel, inputs, calls: int, rounds: int = 5) -> tuple[dict, dict, float]:
+def in_model(compiled: compiler.CompiledModel, inputs, calls: int, rounds: int = 5,
+             loops: bool = True) -> tuple[dict, dict, float]:
     """Each function the model's VM calls (its kernels by task name, and the VM's builtins), with the seconds a
     model call spends in it (all its calls together); each one's seconds a call when called in a loop on
     copies of the arguments of its first call in the model (tensor arguments only: the builtins are left
     out); and the seconds of a model call so instrumented. Each a median over ``rounds`` rounds, a round being
     ``calls`` model calls, then ``calls`` calls of every kernel in turn: both meet the host alike, however fast
-    it runs that second."""
+    it runs that second. ``loops=False``: the model's calls alone (no kernel looped)."""
     import time
 
     import tvm
@@ -61,7 +62,7 @@ def in_model(compiled: compiler.CompiledModel, inputs, calls: int, rounds: int =
             started[name] = now
             return 0  # VMInstrumentReturnKind.NO_OP
         spent[name] += now - started.pop(name)
-        if name not in captured and args and all(isinstance(a, tvm.runtime.Tensor) for a in args):
+        if loops and name not in captured and args and all(isinstance(a, tvm.runtime.Tensor) for a in args):
             captured[name] = (func, [tvm.runtime.tensor(a.numpy(), a.device) for a in args])
         return 0
 

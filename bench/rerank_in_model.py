@@ -54,7 +54,7 @@ def main() -> None:
     kernel = [[None] * args.top for _ in model.tasks]  # seconds a call of the task's kernel, by rank
     for rank in range(args.top):
         compiled, _ = compiler.compile_checked(model, chosen(model, tops, [rank] * len(model.tasks)))
-        calls, _, _ = in_model(compiled, model.inputs, args.calls)
+        calls, _, _ = in_model(compiled, model.inputs, args.calls, rounds=1, loops=False)
         for i, task in enumerate(model.tasks):
             name = kernel_name(calls, task.name)
             if rank < len(tops[i]) and name is not None:
