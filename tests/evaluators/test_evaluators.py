@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 
@@ -80,10 +81,13 @@ def test_cold_measurement_reads_the_large_arguments_from_memory(host_target, ada
     streaming = scale(1 << 20)  # 4 MB in and 4 MB out: in the last-level cache when warm, not when cold
     cold = measure.Measurer(host_target, measure.MeasureConfig(enable_cpu_cache_flush=True),
                             evaluator=adaptive.evaluator)
+    ratios = []  # cold over warm, measured in turn: the host's pace changes from one second to the next
     try:
-        [flushed] = cold.measure([streaming])
+        for _ in range(3):
+            [flushed] = cold.measure([streaming])
+            [warm] = adaptive.measure([streaming])
+            assert flushed.error is None and warm.error is None
+            ratios.append(flushed.latency / warm.latency)
     finally:
         cold.close()
-    [warm] = adaptive.measure([streaming])
-    assert flushed.error is None and warm.error is None
-    assert flushed.latency > 1.3 * warm.latency
+    assert statistics.median(ratios) > 1.3
