@@ -23,6 +23,7 @@ import dataclasses
 import json
 import math
 import statistics
+import time
 from collections import defaultdict
 
 import provenance
@@ -50,8 +51,6 @@ def in_model(compiled: compiler.CompiledModel, inputs, calls: int, rounds: int =
     out); and the seconds of a model call so instrumented. Each a median over ``rounds`` rounds, a round being
     ``calls`` model calls, then ``calls`` calls of every kernel in turn: both meet the host alike, however fast
     it runs that second. ``loops=False``: the model's calls alone (no kernel looped)."""
-    import time
-
     import tvm
 
     spent, started, captured = defaultdict(float), {}, {}
@@ -92,8 +91,6 @@ def in_model(compiled: compiler.CompiledModel, inputs, calls: int, rounds: int =
 
 def looped(func, args, calls: int) -> float:
     """Seconds a call of ``func(*args)``, called ``calls`` times back to back after one untimed call."""
-    import time
-
     func(*args)
     start = time.perf_counter()
     for _ in range(calls):
