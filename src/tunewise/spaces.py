@@ -38,9 +38,4 @@ def generator(mod, target):
     kind = rules(mod, target)
     if kind == "cuda-tensorcore":
         importlib.import_module("tvm.s_tir.tensor_intrin.cuda")
-    postprocs = kind
-    if kind == "from-target" and target.kind.name == "llvm" and __import__("os").environ.get("TUNEWISE_ROWS"):
-        from tunewise import row_partition
-
-        postprocs = [row_partition.postproc(), *ms.postproc.Postproc.create("llvm")]
-    return ms.space_generator.PostOrderApply(sch_rules=kind, postprocs=postprocs, mutator_probs=kind)
+    return ms.space_generator.PostOrderApply(sch_rules=kind, postprocs=kind, mutator_probs=kind)
