@@ -27,6 +27,7 @@ import time
 from collections import defaultdict
 
 import provenance
+from estimate_gap import looped
 
 from tunewise import compile as compiler
 from tunewise import prepare, stores, tvm_env
@@ -107,7 +108,8 @@ def main() -> None:
         main_func(*arrays)
     calls = kernel_calls(vm, arrays)
     flags = weight_flags(calls, arrays)
-    copies = [[tvm.runtime.tensor(a.numpy(), a.device) for a in call_args] for _, _, call_args in calls]
+    hosts = [[a.numpy() for a in call_args] for _, _, call_args in calls]
+    copies = [[tvm.runtime.tensor(x, compiled.device) for x in host] for host in hosts]
     warmups = {
         "in the model": [None] * len(calls),
         "called twice": [call_args for _, _, call_args in calls],
@@ -134,17 +136,13 @@ def main() -> None:
             for i, column in enumerate(zip(*replays, strict=True)):
                 samples[condition][i].append(statistics.median(column))
         for i, (_, func, call_args) in enumerate(calls):
-            func(*call_args)
-            start = time.perf_counter()
-            for _ in range(args.calls):
-                func(*call_args)
-            samples["loop"][i].append((time.perf_counter() - start) / args.calls)
+            samples["loop"][i].append(looped(func, call_args, args.calls))
 
     median = statistics.median
-    rows = [{"name": name, "weight_bytes": sum(a.numpy().nbytes for a, w in zip(call_args, flag, strict=True) if w),
-             "activation_bytes": sum(a.numpy().nbytes for a, w in zip(call_args, flag, strict=True) if not w),
+    rows = [{"name": name, "weight_bytes": sum(x.nbytes for x, w in zip(host, flag, strict=True) if w),
+             "activation_bytes": sum(x.nbytes for x, w in zip(host, flag, strict=True) if not w),
              **{c: median(samples[c][i]) for c in CONDITIONS}}
-            for i, ((name, _, call_args), flag) in enumerate(zip(calls, flags, strict=True))]
+            for i, ((name, _, _), host, flag) in enumerate(zip(calls, hosts, flags, strict=True))]
     totals = {c: sum(r[c] for r in rows) for c in CONDITIONS}
     result = {"store": args.store, "run": args.run, "model": model.name, "threads": tvm.runtime.num_threads(),
               "rounds": args.rounds, "calls": args.calls,
