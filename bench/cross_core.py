@@ -3,7 +3,7 @@
 On a 2-core virtual machine the two virtual CPUs can sit on cores that share a last-level cache or on cores
 that do not, and the hypervisor moves them while a benchmark runs. This times both, in turn, for
 ``--seconds``: the one-way latency of a cache line passed between a thread pinned to CPU 0 and one pinned to
-CPU 1 (a small C program, built here with ``cc``; 200,000 round trips), then the compiled model ``ARTIFACT``
+CPU 1 (``host_cores.Probe``), then the compiled model ``ARTIFACT``
 (median of ``--calls`` calls on the seeded example inputs of ``--model``). Writes every pair, and the model's
 median latency at the minutes when the cores were near (a latency under twice the lowest seen) and far::
 
@@ -14,56 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import tempfile
 import time
 
 import provenance
+from host_cores import Probe, is_near
 from time_artifacts import example_inputs
-
-PING_PONG = r"""
-#define _GNU_SOURCE
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <time.h>
-static _Atomic long flag __attribute__((aligned(64)));
-enum { N = 200000 };
-static void pin(int cpu) {
-  cpu_set_t set; CPU_ZERO(&set); CPU_SET(cpu, &set); pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-static void *pong(void *arg) {
-  pin(1);
-  for (long i = 0; i < N; i++) {
-    while (atomic_load_explicit(&flag, memory_order_acquire) != 2 * i + 1) {}
-    atomic_store_explicit(&flag, 2 * i + 2, memory_order_release);
-  }
-  return 0;
-}
-int main(void) {
-  pthread_t other; struct timespec start, end;
-  pthread_create(&other, 0, pong, 0); pin(0);
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  for (long i = 0; i < N; i++) {
-    atomic_store_explicit(&flag, 2 * i + 1, memory_order_release);
-    while (atomic_load_explicit(&flag, memory_order_acquire) != 2 * i + 2) {}
-  }
-  clock_gettime(CLOCK_MONOTONIC, &end); pthread_join(other, 0);
-  printf("%.1f\n", ((end.tv_sec - start.tv_sec) * 1e9 + (end.tv_nsec - start.tv_nsec)) / N / 2);
-  return 0;
-}
-"""
-
-
-def build_ping_pong(directory: str) -> str:
-    source, binary = os.path.join(directory, "ping_pong.c"), os.path.join(directory, "ping_pong")
-    with open(source, "w") as f:
-        f.write(PING_PONG)
-    subprocess.run(["cc", "-O2", "-pthread", source, "-o", binary], check=True)
-    return binary
 
 
 def main() -> None:
@@ -86,11 +42,10 @@ def main() -> None:
     for _ in range(10):
         call(*arrays)
     pairs = []
-    with tempfile.TemporaryDirectory() as directory:
-        ping_pong = build_ping_pong(directory)
+    with Probe() as probe:
         start = time.time()
         while time.time() - start < args.seconds:
-            nanoseconds = float(subprocess.run([ping_pong], capture_output=True, text=True, check=True).stdout)
+            nanoseconds = probe.one_way_ns()
             seconds = []
             for _ in range(args.calls):
                 begin = time.perf_counter()
@@ -98,10 +53,10 @@ def main() -> None:
                 seconds.append(time.perf_counter() - begin)
             pairs.append({"at_s": time.time() - start, "cross_core_ns": nanoseconds,
                           "model_ms": 1e3 * statistics.median(seconds)})
-    near = 2 * min(p["cross_core_ns"] for p in pairs)
+    lowest = min(p["cross_core_ns"] for p in pairs)
     summary = {}
-    for name, chosen in (("near", [p for p in pairs if p["cross_core_ns"] < near]),
-                         ("far", [p for p in pairs if p["cross_core_ns"] >= near])):
+    for name, chosen in (("near", [p for p in pairs if is_near(p["cross_core_ns"], lowest)]),
+                         ("far", [p for p in pairs if not is_near(p["cross_core_ns"], lowest)])):
         if chosen:
             summary[name] = {"pairs": len(chosen),
                              "cross_core_ns": statistics.median(p["cross_core_ns"] for p in chosen),

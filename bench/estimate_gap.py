@@ -19,7 +19,6 @@ runner process are not.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import statistics
@@ -27,12 +26,10 @@ import time
 from collections import defaultdict
 
 import provenance
+from stored_run import open_run
 
 from tunewise import compile as compiler
-from tunewise import measure, prepare, stores, tvm_env
-from tunewise import target as targets
-from tunewise.errors import InputError
-from tunewise.settings import RunSettings
+from tunewise import measure
 
 
 def remeasure(measurer: measure.Measurer, records, passes: int) -> list[float]:
@@ -104,19 +101,6 @@ def kernel_name(calls: dict, task: str) -> str | None:
     return next((n for n in (task, task + "_prepacked") if n in calls), None)
 
 
-def run_settings(stored, model: str | None, level: str | None) -> RunSettings:
-    """The run's settings with ``model`` and ``level`` (when given) as its source and graph level. A run stored
-    without tuning settings (bench scripts made such runs before they stored theirs) needs both, and its
-    seed is taken as 0."""
-    try:
-        settings = RunSettings.from_json(stored)
-    except InputError as err:
-        if model is None or level is None:
-            raise SystemExit(f"{err}: name the run's --model and --level") from None
-        settings = RunSettings()
-    return dataclasses.replace(settings, source=model or settings.source, level=level or settings.level)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", default="sqlite:///tunewise.db")
@@ -128,15 +112,8 @@ def main() -> None:
     parser.add_argument("--out", default="bench/results/estimate-gap.json")
     args = parser.parse_args()
 
-    store = stores.create(args.store, must_exist=True)
-    spec = store.get_run(args.run)
-    settings = run_settings(spec.settings, args.model, args.level)
-    target = targets.resolve(spec.target)
-    tvm_env.prepare(target.kind.name)
-    model = prepare.load_model(settings.source, settings, target=target)
-    stored = store.get_tasks(args.run)
-    model = model.with_default_latencies(s.default_latency for s in stored)
-    database = stores.StoreDatabase(store, target=target)
+    run = open_run(args.store, args.run, args.model, args.level)
+    model, target, database = run.model, run.target, run.database
     chosen = compiler.best_records_database(model, database)
 
     rows, applied = [], []

@@ -28,11 +28,9 @@ from collections import defaultdict
 
 import provenance
 from estimate_gap import looped
+from stored_run import open_run
 
 from tunewise import compile as compiler
-from tunewise import prepare, stores, tvm_env
-from tunewise import target as targets
-from tunewise.settings import RunSettings
 
 CONDITIONS = ("in the model", "called twice", "weights warmed", "activations warmed", "loop")
 
@@ -92,16 +90,9 @@ def main() -> None:
 
     import tvm
 
-    store = stores.create(args.store, must_exist=True)
-    spec = store.get_run(args.run)
-    settings = RunSettings.from_json(spec.settings)
-    target = targets.resolve(spec.target)
-    tvm_env.prepare(target.kind.name)
-    if args.threads:
-        tvm_env.use_target_threads = lambda _: tvm_env.use_threads(args.threads)
-    model = prepare.load_model(settings.source, settings, target=target)
-    model = model.with_default_latencies(s.default_latency for s in store.get_tasks(args.run))
-    compiled, _ = compiler.compile_checked(model, stores.StoreDatabase(store, target=target))
+    run = open_run(args.store, args.run, threads=args.threads)
+    model = run.model
+    compiled, _ = compiler.compile_checked(model, run.database)
     vm, main_func = compiled.vm, compiled.vm["main"]
     arrays = [tvm.runtime.tensor(x, compiled.device) for x in model.inputs]
     for _ in range(5):

@@ -27,7 +27,7 @@ from collections import defaultdict
 
 import networkx
 import provenance
-from estimate_gap import run_settings
+from stored_run import run_settings
 
 from tunewise import prepare, stores, zoo
 from tunewise import target as targets

@@ -19,11 +19,10 @@ import json
 import statistics
 
 import provenance
-from estimate_gap import in_model, kernel_name, run_settings
+from estimate_gap import in_model, kernel_name
+from stored_run import open_run
 
 from tunewise import compile as compiler
-from tunewise import prepare, stores, tvm_env
-from tunewise import target as targets
 
 
 def chosen(model, tops: list[list], ranks: list[int]):
@@ -42,14 +41,9 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
-    store = stores.create(args.store, must_exist=True)
-    spec = store.get_run(args.run)
-    settings = run_settings(spec.settings, None, None)
-    target = targets.resolve(spec.target)
-    tvm_env.prepare(target.kind.name)
-    model = prepare.load_model(settings.source, settings, target=target)
-    model = model.with_default_latencies(s.default_latency for s in store.get_tasks(args.run))
-    tops = compiler.faster_records(model, stores.StoreDatabase(store, target=target), args.top)
+    run = open_run(args.store, args.run)
+    model = run.model
+    tops = compiler.faster_records(model, run.database, args.top)
 
     kernel = [[None] * args.top for _ in model.tasks]  # seconds a call of the task's kernel, by rank
     for rank in range(args.top):

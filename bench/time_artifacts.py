@@ -8,12 +8,17 @@ Python process per artifact, in turn, that loads it, runs it ``--warmup`` times 
 median over ``--rounds`` rounds. The inputs are the seeded example inputs of ``--model`` (a zoo name, or the
 ``.pt2``/``.onnx`` file the artifacts were tuned from; ``--seed``), as in the run that compiled it. With
 ``--references`` each round also times the model in PyTorch eager and onnxruntime (an ``.onnx`` file: onnxruntime
-alone), in a fresh process of their own (:func:`tunewise.timing.reference_latencies`)::
+alone), in a fresh process of their own (:func:`tunewise.timing.reference_latencies`), and the summary adds each
+artifact's median ratio to onnxruntime's latency in the same round. With ``--cores`` how far apart the
+machine's two CPUs are is probed (``host_cores.Probe``) before and after each fresh process, and the summary
+is given again over the samples whose two probes both found the cores near (``host_cores.is_near`` the
+lowest latency of the invocation), and over those whose two probes both found them far (ratios over the rounds
+where both samples are kept)::
 
     .venv/bin/python bench/time_artifacts.py --model transformer --seed 4 DIR/transformer-seed4-* \\
         --out bench/results/transformer-artifacts-seed4
 
-Writes ``OUT.json`` (every sample, and the median, min and max per artifact) when ``--out`` is given.
+Writes ``OUT.json`` (every sample, the probes around it, and the summaries) when ``--out`` is given.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from contextlib import nullcontext
 
 import provenance
+from host_cores import Probe, is_near
 
 
 def child(path: str, inputs_file: str, warmup: int, repeat: int) -> None:
@@ -60,6 +67,26 @@ def time_in_fresh_process(path: str, inputs_file: str, args) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def summarize(samples: dict[str, list[float]], kept: dict[str, list[bool]] | None = None) -> dict[str, dict]:
+    """Median, min and max seconds of each timed thing over its samples that ``kept`` marks (all of them without
+    it); with onnxruntime among them, also each other thing's median ratio to onnxruntime's latency in the same
+    round, over the rounds where both samples are kept."""
+    kept = kept or {name: [True] * len(xs) for name, xs in samples.items()}
+    summary = {}
+    for name, xs in samples.items():
+        chosen = [x for x, keep in zip(xs, kept[name], strict=True) if keep]
+        if not chosen:
+            continue
+        summary[name] = {"samples": len(chosen), "median": statistics.median(chosen), "min": min(chosen),
+                         "max": max(chosen)}
+        if "onnxruntime" in samples and name != "onnxruntime":
+            ratios = [x / ort for x, ort, keep, keep_ort in zip(xs, samples["onnxruntime"], kept[name],
+                                                               kept["onnxruntime"], strict=True) if keep and keep_ort]
+            if ratios:
+                summary[name]["to_onnxruntime"] = statistics.median(ratios)
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("artifacts", nargs="*", help="artifact folders (tunewise.compile.CompiledModel.save)")
@@ -69,6 +96,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=10, help="timed repeats of at least 200 ms each")
     parser.add_argument("--references", action="store_true", help="also time PyTorch eager and onnxruntime")
+    parser.add_argument("--cores", action="store_true",
+                        help="probe how far apart the two CPUs are around each round (needs cc)")
     parser.add_argument("--out")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--inputs", help=argparse.SUPPRESS)
@@ -87,27 +116,51 @@ def main() -> None:
     samples: dict[str, list[float | None]] = {path: [] for path in args.artifacts}
     if args.references:
         samples.update({name: [] for name in timing.CPU_REFERENCES})
-    with tempfile.TemporaryDirectory(prefix="time-artifacts-") as directory:
+    brackets: dict[str, list[tuple[float, float]]] = {name: [] for name in samples}  # the probes around each
+    with tempfile.TemporaryDirectory(prefix="time-artifacts-") as directory, \
+            (Probe() if args.cores else nullcontext()) as probe:
         inputs_file = os.path.join(directory, "inputs.npz")
         np.savez(inputs_file, *inputs)
         for r in range(args.rounds):
+            marks = [probe.one_way_ns()] if probe else []
             for path in args.artifacts:
                 samples[path].append(time_in_fresh_process(path, inputs_file, args))
+                if probe:
+                    marks.append(probe.one_way_ns())
+                    brackets[path].append((marks[-2], marks[-1]))
             if args.references:
                 for name, seconds in timing.reference_latencies(model, inputs, seed=args.seed).items():
                     samples[name].append(seconds)
+                if probe:
+                    marks.append(probe.one_way_ns())
+                    for name in timing.CPU_REFERENCES:
+                        brackets[name].append((marks[-2], marks[-1]))
             print(f"round {r + 1}: " + ", ".join(f"{os.path.basename(p)} {1e3 * xs[-1]:.3f} ms"
-                                                 for p, xs in samples.items() if xs[-1] is not None), flush=True)
+                                                 for p, xs in samples.items() if xs[-1] is not None)
+                  + (f"; cores {', '.join(f'{ns:.0f}' for ns in marks)} ns" if probe else ""), flush=True)
     samples = {name: xs for name, xs in samples.items() if None not in xs}  # what could not run (eager of .onnx)
-    summary = {path: {"median": statistics.median(xs), "min": min(xs), "max": max(xs)} for path, xs in samples.items()}
+    summary = summarize(samples)
     for path, s in summary.items():
-        print(f"{os.path.basename(path)}: {1e3 * s['median']:.3f} ms [{1e3 * s['min']:.3f}-{1e3 * s['max']:.3f}]")
+        print(f"{os.path.basename(path)}: {1e3 * s['median']:.3f} ms [{1e3 * s['min']:.3f}-{1e3 * s['max']:.3f}]"
+              + (f", {s['to_onnxruntime']:.2f}x onnxruntime" if "to_onnxruntime" in s else ""))
+    by_cores = {}
+    if probe:
+        lowest = min(ns for pairs in brackets.values() for pair in pairs for ns in pair)
+        for state, near in (("near", True), ("far", False)):
+            kept = {name: [all(is_near(ns, lowest) == near for ns in pair) for pair in brackets[name]]
+                    for name in samples}
+            by_cores[state] = summarize(samples, kept)
+            if by_cores[state]:
+                print(f"cores {state}: " + ", ".join(
+                    f"{os.path.basename(p)} {1e3 * s['median']:.3f} ms ({s['samples']})"
+                    + (f", {s['to_onnxruntime']:.2f}x onnxruntime" if "to_onnxruntime" in s else "")
+                    for p, s in by_cores[state].items()))
     if args.out:
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out + ".json", "w") as f:
             settings = {k: v for k, v in vars(args).items() if k not in ("child", "artifacts")}
-            json.dump({"provenance": provenance.stamp(), "settings": settings,
-                       "samples": samples, "summary": summary}, f, indent=1)
+            json.dump({"provenance": provenance.stamp(), "settings": settings, "samples": samples,
+                       "cross_core_ns": brackets, "summary": summary, "by_cores": by_cores}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,52 @@
+"""A finished run of a store, opened again by the bench scripts that compile its model with its records."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from tunewise import prepare, stores, tvm_env
+from tunewise import target as targets
+from tunewise.errors import InputError
+from tunewise.settings import RunSettings
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """The run's ``store``, its ``settings`` and ``target``, its ``model`` prepared again (each task's default
+    latency the one the run measured), and its records as a MetaSchedule ``database``."""
+
+    store: object
+    settings: RunSettings
+    target: object
+    model: object
+    database: stores.StoreDatabase
+
+
+def run_settings(stored, model: str | None, level: str | None) -> RunSettings:
+    """The run's settings with ``model`` and ``level`` (when given) as its source and graph level. A run stored
+    without tuning settings (bench scripts made such runs before they stored theirs) needs both, and its
+    seed is taken as 0."""
+    try:
+        settings = RunSettings.from_json(stored)
+    except InputError as err:
+        if model is None or level is None:
+            raise SystemExit(f"{err}: name the run's --model and --level") from None
+        settings = RunSettings()
+    return dataclasses.replace(settings, source=model or settings.source, level=level or settings.level)
+
+
+def open_run(url: str, run: int, model: str | None = None, level: str | None = None,
+             threads: int | None = None) -> StoredRun:
+    """Run ``run`` of the store at ``url``, its model from ``model`` at graph level ``level`` where given
+    (:func:`run_settings`), its kernels on ``threads`` threads where given (else the target's cores)."""
+    store = stores.create(url, must_exist=True)
+    spec = store.get_run(run)
+    settings = run_settings(spec.settings, model, level)
+    target = targets.resolve(spec.target)
+    tvm_env.prepare(target.kind.name)
+    if threads:
+        tvm_env.use_target_threads = lambda _: tvm_env.use_threads(threads)
+    prepared = prepare.load_model(settings.source, settings, target=target)
+    prepared = prepared.with_default_latencies(s.default_latency for s in store.get_tasks(run))
+    return StoredRun(store, settings, target, prepared, stores.StoreDatabase(store, target=target))
