@@ -13,11 +13,9 @@ from tunewise.settings import RunSettings
 
 @dataclass(frozen=True)
 class StoredRun:
-    """The run's ``store``, its ``settings`` and ``target``, its ``model`` prepared again (each task's default
-    latency the one the run measured), and its records as a MetaSchedule ``database``."""
+    """The run's ``target``, its ``model`` prepared again (each task's default latency the one the run
+    measured), and its store's records as a MetaSchedule ``database``."""
 
-    store: object
-    settings: RunSettings
     target: object
     model: object
     database: stores.StoreDatabase
@@ -49,4 +47,4 @@ def open_run(url: str, run: int, model: str | None = None, level: str | None = N
         tvm_env.use_target_threads = lambda _: tvm_env.use_threads(threads)
     prepared = prepare.load_model(settings.source, settings, target=target)
     prepared = prepared.with_default_latencies(s.default_latency for s in store.get_tasks(run))
-    return StoredRun(store, settings, target, prepared, stores.StoreDatabase(store, target=target))
+    return StoredRun(target, prepared, stores.StoreDatabase(store, target=target))
