@@ -31,6 +31,7 @@ from estimate_gap import looped
 from stored_run import open_run
 
 from tunewise import compile as compiler
+from tunewise import tvm_env
 
 CONDITIONS = ("in the model", "called twice", "weights warmed", "activations warmed", "loop")
 
@@ -90,8 +91,10 @@ def main() -> None:
 
     import tvm
 
-    run = open_run(args.store, args.run, threads=args.threads)
+    run = open_run(args.store, args.run)
     model = run.model
+    if args.threads:  # compiling the model sets the target's thread count, and its check runs the first kernels
+        tvm_env.use_target_threads = lambda _: tvm_env.use_threads(args.threads)
     compiled, _ = compiler.compile_checked(model, run.database)
     vm, main_func = compiled.vm, compiled.vm["main"]
     arrays = [tvm.runtime.tensor(x, compiled.device) for x in model.inputs]

@@ -34,17 +34,14 @@ def run_settings(stored, model: str | None, level: str | None) -> RunSettings:
     return dataclasses.replace(settings, source=model or settings.source, level=level or settings.level)
 
 
-def open_run(url: str, run: int, model: str | None = None, level: str | None = None,
-             threads: int | None = None) -> StoredRun:
+def open_run(url: str, run: int, model: str | None = None, level: str | None = None) -> StoredRun:
     """Run ``run`` of the store at ``url``, its model from ``model`` at graph level ``level`` where given
-    (:func:`run_settings`), its kernels on ``threads`` threads where given (else the target's cores)."""
+    (:func:`run_settings`)."""
     store = stores.create(url, must_exist=True)
     spec = store.get_run(run)
     settings = run_settings(spec.settings, model, level)
     target = targets.resolve(spec.target)
     tvm_env.prepare(target.kind.name)
-    if threads:
-        tvm_env.use_target_threads = lambda _: tvm_env.use_threads(threads)
     prepared = prepare.load_model(settings.source, settings, target=target)
     prepared = prepared.with_default_latencies(s.default_latency for s in store.get_tasks(run))
     return StoredRun(target, prepared, stores.StoreDatabase(store, target=target))

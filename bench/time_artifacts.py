@@ -87,6 +87,13 @@ def summarize(samples: dict[str, list[float]], kept: dict[str, list[bool]] | Non
     return summary
 
 
+def described(path: str, entry: dict) -> str:
+    """One summary entry in a line: the thing's name, its median and, where there is one, its ratio to
+    onnxruntime."""
+    return (f"{os.path.basename(path)} {1e3 * entry['median']:.3f} ms"
+            + (f", {entry['to_onnxruntime']:.2f}x onnxruntime" if "to_onnxruntime" in entry else ""))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("artifacts", nargs="*", help="artifact folders (tunewise.compile.CompiledModel.save)")
@@ -97,7 +104,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=10, help="timed repeats of at least 200 ms each")
     parser.add_argument("--references", action="store_true", help="also time PyTorch eager and onnxruntime")
     parser.add_argument("--cores", action="store_true",
-                        help="probe how far apart the two CPUs are around each round (needs cc)")
+                        help="probe how far apart the two CPUs are around each fresh process (needs cc)")
     parser.add_argument("--out")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--inputs", help=argparse.SUPPRESS)
@@ -141,8 +148,7 @@ def main() -> None:
     samples = {name: xs for name, xs in samples.items() if None not in xs}  # what could not run (eager of .onnx)
     summary = summarize(samples)
     for path, s in summary.items():
-        print(f"{os.path.basename(path)}: {1e3 * s['median']:.3f} ms [{1e3 * s['min']:.3f}-{1e3 * s['max']:.3f}]"
-              + (f", {s['to_onnxruntime']:.2f}x onnxruntime" if "to_onnxruntime" in s else ""))
+        print(f"{described(path, s)} [{1e3 * s['min']:.3f}-{1e3 * s['max']:.3f}]")
     by_cores = {}
     if probe:
         lowest = min(ns for pairs in brackets.values() for pair in pairs for ns in pair)
@@ -151,10 +157,8 @@ def main() -> None:
                     for name in samples}
             by_cores[state] = summarize(samples, kept)
             if by_cores[state]:
-                print(f"cores {state}: " + ", ".join(
-                    f"{os.path.basename(p)} {1e3 * s['median']:.3f} ms ({s['samples']})"
-                    + (f", {s['to_onnxruntime']:.2f}x onnxruntime" if "to_onnxruntime" in s else "")
-                    for p, s in by_cores[state].items()))
+                print(f"cores {state}: " + "; ".join(f"{described(p, s)} ({s['samples']} samples)"
+                                                     for p, s in by_cores[state].items()))
     if args.out:
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out + ".json", "w") as f:
