@@ -37,8 +37,9 @@ measurement are the wall time of its builder's and runner's calls, search the re
 (stock's ``ttq5_s`` over ours), ``onnxruntime_ms``, ``eager_ms``, ``torch_compile_ms`` and
 ``torch_compile_s`` (the seconds of its compilation; these three ``None`` for an ``.onnx`` file, which has no
 PyTorch model). The ``tunewise`` arm also reports ``delivered``: what ``tunewise tune`` would save, the final
-records' model and the fastest earlier check's timed side by side in one fresh process, the faster kept
-(:func:`delivered`). ``--out`` (default
+records' model and the fastest earlier check's timed side by side in one fresh process, the faster kept, with
+onnxruntime and PyTorch eager taking turns with them round by round, and the kept model's median ratio to
+each in the same round (:func:`delivered`). ``--out`` (default
 ``bench/results/headline.json``) holds them with the command line, the commit and the CPU model
 (:mod:`provenance`); it is written after every arm, and ``--resume`` makes only the arms it lacks; ``--arms`` runs
 only those named (``--arms tunewise``: our curve beside the references, with no stock run). ``--keep DIR``
@@ -117,7 +118,8 @@ class PhaseClock(Callback):
         self._close()
 
 
-def run_ours(model, settings: RunSettings, measurer, seconds: float, times: list[float], store_url: str) -> dict:
+def run_ours(model, settings: RunSettings, measurer, seconds: float, times: list[float], store_url: str,
+             references: timing.References) -> dict:
     store = stores.create(store_url)
     checks, phases, origin = Checkpoints(times), PhaseClock(), []
 
@@ -139,23 +141,30 @@ def run_ours(model, settings: RunSettings, measurer, seconds: float, times: list
     return {"compiled": compiled, "estimate": curve, "trials": trials, "tuning_s": tuning,
             "trials_per_min": 60 * trials / tuning, "split": phases.seconds, "final_ms": compiled[-1][1],
             "slots": [(c.task, c.trials, c.seconds) for c in slots],
-            "delivered": delivered(model, checks, loop.ledger.trials, points)}
+            "delivered": delivered(model, checks, loop.ledger.trials, points, references)}
 
 
-def delivered(model, checks: ModelCheck, trials: int, points) -> dict | None:
+def delivered(model, checks: ModelCheck, trials: int, points, references: timing.References) -> dict | None:
     """What ``tunewise tune`` saves as the artifact: the model of the final records and the fastest model an
     earlier check measured, timed side by side in one fresh process (:data:`tunewise.timing.ROUNDS` rounds,
-    alternating), and the faster kept. ``None`` when the final check failed."""
+    alternating) in turn with ``references`` in another, and the faster kept, with the references' latencies
+    in those rounds (``onnxruntime_ms``, ``eager_ms``) and the kept model's median ratio to each in the same
+    round (``to_onnxruntime``, ``to_eager``; :func:`tunewise.timing.time_side_by_side`). ``None`` when the
+    final check failed."""
     final, fastest = checks.holding(trials), checks.fastest_before(trials)
     if final is None:
         return None
     candidates = {"final": final} | ({} if fastest is None else {"fastest_checked": fastest})
-    latencies, rounds = timing.time_models([c.compiled for c in candidates.values()], model.inputs)
-    timed = {f"{name}_ms": latency * 1e3 for name, latency in zip(candidates, latencies, strict=True)}
+    side = timing.time_side_by_side([c.compiled for c in candidates.values()], model.inputs, references=references)
+    timed = {f"{name}_ms": latency * 1e3 for name, latency in zip(candidates, side.latencies, strict=True)}
     kept = min(candidates, key=lambda name: timed[f"{name}_ms"])
+    ratios = side.ratios[list(candidates).index(kept)]
+    beside = {key: None if side.references.get(name) is None else side.references[name] * 1e3
+              for key, name in REFERENCES.items() if name in timing.CPU_REFERENCES}
     at = None if fastest is None else next(
         (tuning_clock(p.elapsed, points) for p in points if p.trials == fastest.trials), None)
-    return {**timed, "delivered_ms": timed[f"{kept}_ms"], "records": kept, "rounds": rounds,
+    return {**timed, "delivered_ms": timed[f"{kept}_ms"], "records": kept, "rounds": side.rounds, **beside,
+            "to_onnxruntime": ratios.get("onnxruntime"), "to_eager": ratios.get("torch_eager"),
             "fastest_checked_at_s": at, "fastest_checked_trials": None if fastest is None else fastest.trials}
 
 
@@ -372,7 +381,8 @@ def main() -> None:
                             with contextlib.suppress(FileNotFoundError):
                                 os.remove(path)
                             url = f"sqlite:///{path}"
-                        entry[arm] = run_ours(model, settings, measurer, seconds, times, url)
+                        entry[arm] = run_ours(model, settings, measurer, seconds, times, url,
+                                              timing.References(source, seed=args.seed))
                     entry[arm]["provenance"] = provenance.stamp()
                     entry["cpu"] = entry[arm]["provenance"]["cpu"]
                     entry["commit"] = entry[arm]["provenance"]["commit"]

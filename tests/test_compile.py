@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from tunewise import artifact, frontend, tasks, timing
 from tunewise import compile as compiler
-from tunewise import frontend, tasks
 from tunewise.errors import InputError, ModelInputError, VerificationError
 
 pytestmark = pytest.mark.tvm
@@ -49,6 +49,10 @@ def test_compile_verify_save_load_run(tiny_mlp, tmp_path):
     assert loaded.metadata["model"] == "tiny-mlp"
     assert loaded.target.kind.name == "llvm"
     np.testing.assert_allclose(loaded(*tiny_mlp.inputs)[0], compiled(*tiny_mlp.inputs)[0])
+    again = compiler.load(loaded.save(str(tmp_path / "again")))  # a loaded model saves its library again
+    assert again.metadata[artifact.CHECKSUM] == loaded.metadata[artifact.CHECKSUM]
+    (timed,), _ = timing.time_models([loaded], tiny_mlp.inputs, 3)  # and is exported to a timing process
+    assert 0 < timed < 0.01
 
 
 def test_verify_rejects_wrong_outputs(tiny_mlp):

@@ -1,5 +1,7 @@
 """Latencies timed in fresh processes: compiled models alternating, the references beside them."""
 
+import logging
+
 import pytest
 import torch
 
@@ -19,7 +21,7 @@ def test_slow_models_get_fewer_rounds_within_the_time_limit():
     assert timing.rounds_for(60.0) == timing.MIN_ROUNDS
     assert timing.rounds_for(0.001, asked=3) == 3 and timing.rounds_for(60.0, asked=1) == 1  # fewer asked
     assert timing.describe(5).startswith("in fresh processes, median of 5 rounds")
-    assert timing.describe(5).endswith(f"references: {timing.ROUNDS} rounds")
+    assert timing.describe(5).endswith("the references in a process of their own, in turn with them")
     assert "references" not in timing.describe(5, references=False)  # none were timed
     assert "alternating" not in timing.describe(5)  # the tuned model alone
     assert "; untuned and tuned alternating" in timing.describe(5, models=("untuned", "tuned"))
@@ -35,6 +37,38 @@ def test_untuned_and_tuned_are_timed_in_one_fresh_process(tiny_mlp):
     assert 0 < first < 0.01 and 0 < second < 0.01 and rounds == timing.ROUNDS
     assert 0.5 < first / second < 2  # the same model, timed the same way
     assert tvm.runtime.num_threads() == threads
+
+
+@pytest.mark.tvm
+def test_the_references_take_turns_with_the_compiled_models_round_by_round(tiny_mlp):
+    model = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target)
+    side = timing.time_side_by_side([model, model], tiny_mlp.inputs, 3, references=timing.References("tiny-mlp"))
+    assert side.rounds == 3 and all(0 < latency < 0.01 for latency in side.latencies)
+    assert set(side.references) == set(timing.CPU_REFERENCES) and all(0 < t < 1 for t in side.references.values())
+    for ratios, latency in zip(side.ratios, side.latencies, strict=True):
+        assert set(ratios) == set(timing.CPU_REFERENCES)
+        for name, ratio in ratios.items():  # per round, close to the ratio of the medians
+            assert 0.5 < ratio / (latency / side.references[name]) < 2
+    assert 0.5 < side.ratios[0]["onnxruntime"] / side.ratios[1]["onnxruntime"] < 2  # the same model twice
+
+
+@pytest.mark.tvm
+def test_references_that_fail_leave_the_compiled_models_timed(tiny_mlp, tmp_path):
+    model = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target)
+    missing = timing.References(str(tmp_path / "missing.onnx"))  # onnxruntime cannot load it there
+    said: list[str] = []
+    handler, logger = logging.Handler(), logging.getLogger("tunewise.timing")
+    handler.emit = lambda record: said.append(record.getMessage())
+    logger.addHandler(handler)
+    level, _ = logger.level, logger.setLevel(logging.INFO)
+    try:
+        side = timing.time_side_by_side([model], tiny_mlp.inputs, 3, references=missing)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert side.rounds == 3 and 0 < side.latencies[0] < 0.01 and side.ratios == [{}]
+    assert side.references == dict.fromkeys(timing.CPU_REFERENCES)
+    assert any(m.startswith("the references were not timed: their process failed (exit code 1)") for m in said), said
 
 
 def _as_files(model, inputs, folder) -> tuple[str, str]:

@@ -342,7 +342,8 @@ def _cmd_tune(args) -> int:
               f"{result.final_latency * 1e3:.3f} ms beside them")
     for key, latency in result.references().items():
         name = REFERENCES[key]
-        print(f"{name:16s} {latency * 1e3:.3f} ms (tuned TVM is {relation(result.tuned_latency, latency)})")
+        ratio = result.ratios.get(key, result.tuned_latency / latency)  # in the same rounds, where timed in turn
+        print(f"{name:16s} {latency * 1e3:.3f} ms (tuned TVM is {relation(ratio, 1.0)})")
     print(f"timed as         {result.timing}")
     if result.measured:
         points = ", ".join(f"{p.latency * 1e3:.3f} ms at {p.elapsed:.0f}s" if math.isfinite(p.latency)

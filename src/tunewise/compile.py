@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import statistics
 from dataclasses import dataclass
 
@@ -87,11 +88,12 @@ class Latency:
 class CompiledModel:
     """A compiled model on its device: call it with numpy arrays, time it, save it."""
 
-    def __init__(self, executable, target, metadata: dict | None = None):
+    def __init__(self, executable, target, metadata: dict | None = None, *, library: str | None = None):
         import tvm
         from tvm import relax
 
         self.executable = executable
+        self.library = library  # the shared library it was loaded from (None: compiled in this process)
         self.target = target
         self.metadata = dict(metadata or {})
         self.device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
@@ -124,12 +126,21 @@ class CompiledModel:
         returns it."""
         os.makedirs(path, exist_ok=True)
         library = os.path.join(path, LIBRARY)
-        self.executable.export_library(library)
+        self.export_library(library)
         metadata = {**self.metadata, "target": json.loads(str(self.target)),
                     artifact.CHECKSUM: artifact.sha256(library)}
         with open(os.path.join(path, METADATA), "w") as f:
             json.dump(metadata, f, indent=2, default=_jsonable)
         return path
+
+
+    def export_library(self, path: str) -> None:
+        """Write the model's shared library to ``path``: exported, or copied from the file it was loaded
+        from (TVM cannot export a loaded library again)."""
+        if self.library is None:
+            self.executable.export_library(path)
+        elif os.path.abspath(self.library) != os.path.abspath(path):
+            shutil.copyfile(self.library, path)
 
 
 def _jsonable(value):
@@ -169,7 +180,7 @@ def load(path: str) -> CompiledModel:
         executable = tvm.runtime.load_module(os.path.join(path, LIBRARY))
     except Exception as err:  # TVM's own error types
         raise InputError(f"cannot load {os.path.join(path, LIBRARY)}: {message_line(err)}") from None
-    return CompiledModel(executable, target, metadata)
+    return CompiledModel(executable, target, metadata, library=os.path.join(path, LIBRARY))
 
 
 def verify(compiled: CompiledModel, inputs, reference, *, rtol: float = 1e-3, atol: float = 1e-4) -> float:

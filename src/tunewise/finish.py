@@ -1,6 +1,6 @@
 """The steps after tuning: compile the model with its run's best records, check its outputs, time it (with the
 fastest model the run's checks measured, and on request the untuned model and the references) in fresh
-processes, and save the faster tuned model as the artifact."""
+processes taking turns, and save the faster tuned model as the artifact."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ from tunewise.checks import Checked
 class Finished:
     """What :func:`finish` made and measured (latencies in seconds): the artifact's folder and metadata, the
     untuned (``None``: not timed) and tuned latencies, the tuned outputs' largest relative error, the references
-    by their names in :data:`tunewise.timing.REFERENCES` (``None``: not timed) and how the latencies were
-    timed."""
+    by their names in :data:`tunewise.timing.REFERENCES` (``None``: not timed), how the latencies were
+    timed, and the tuned latency's ``ratios`` to the references timed, by name: the median over the rounds of
+    its time over the reference's in the same round (:class:`tunewise.timing.SideBySide`), which the
+    metadata hold as ``ratios``."""
 
     artifact: str
     metadata: dict
@@ -29,6 +31,7 @@ class Finished:
     max_error: float
     references: dict
     timing: str
+    ratios: dict[str, float]
 
 
 def finish(model, database, output: str, *, source=None, example_inputs=None, seed: int = 0,
@@ -68,27 +71,28 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
     timed_models = {name: m for name, m in timed_models.items() if m is not None}
     on_phase(f"timing the {' and '.join(timed_models)} model{'s' if len(timed_models) > 1 else ''}"
              + (" and the references" if compare_torch else "") + " in fresh processes")
-    latencies, rounds = timings.time_models(list(timed_models.values()), model.inputs, timing_rounds)
-    latency = dict(zip(timed_models, latencies, strict=True))
-    untuned_latency, tuned_latency = latency.get("untuned"), latency["tuned"]
+    references = timings.References(source, example_inputs, seed) if compare_torch else None
+    side = timings.time_side_by_side(list(timed_models.values()), model.inputs, timing_rounds, references=references)
+    latency = dict(zip(timed_models, side.latencies, strict=True))
+    ratios = dict(zip(timed_models, side.ratios, strict=True))
+    untuned_latency, tuned_latency, kept = latency.get("untuned"), latency["tuned"], "tuned"
     chosen: dict = {"records": "final"}
     if checked is not None:
         chosen.update(final_records_latency_s=tuned_latency, checked_records_latency_s=latency["checked"])
         if latency["checked"] < tuned_latency:
             compiled, tuned_latency, max_error = checked.compiled, latency["checked"], checked.max_error
-            chosen["records"] = f"trial {checked.trials}"
-    how = timings.describe(rounds, references=compare_torch, models=tuple(timed_models))
-    timed = (timings.time_references_on(model.target, source, model.inputs, example_inputs=example_inputs, seed=seed)
-             if compare_torch else dict.fromkeys(timings.REFERENCES))
+            chosen["records"], kept = f"trial {checked.trials}", "checked"
+    how = timings.describe(side.rounds, references=compare_torch, models=tuple(timed_models))
+    timed = dict.fromkeys(timings.REFERENCES) | side.references
     compiled.metadata.update(
         model=model.name, **(metadata or {}),
         **compiler.io_metadata(model.inputs, model.reference_outputs, model.mod),
         latency_s=tuned_latency, untuned_latency_s=untuned_latency, **chosen,
-        **{f"{name}_latency_s": latency for name, latency in timed.items()}, timing=how,
+        **{f"{name}_latency_s": latency for name, latency in timed.items()}, ratios=ratios[kept], timing=how,
         max_relative_error=max_error,
         device=targets.cuda_description() if targets.is_gpu(model.target) else None,
     )
     compiled.save(output)
     with open(os.path.join(output, compiler.METADATA)) as f:
         saved = json.load(f)
-    return Finished(output, saved, untuned_latency, tuned_latency, max_error, timed, how)
+    return Finished(output, saved, untuned_latency, tuned_latency, max_error, timed, how, ratios[kept])

@@ -68,6 +68,7 @@ class TuneResult:
     records: str = "final"  # the artifact's records: the run's final ones, or "trial N" (a check's, faster)
     final_latency: float | None = None  # the final records' latency, timed beside a check's (None: not timed)
     untuned_estimate: float = math.inf  # the untuned model's latency, estimated from its tasks' default latencies
+    ratios: dict[str, float] = field(default_factory=dict)  # tuned over each reference, per round timed in turn
 
     def references(self) -> dict[str, float]:
         """The references timed beside the tuned model, by their names in :data:`tunewise.timing.REFERENCES`."""
@@ -311,7 +312,8 @@ def _result(summary: RunSummary, done: Finished, *, name: str, phases: dict[str,
                       sum(c.skipped for c in summary.checkpoints),
                       cuda_graph_latency=timed["cuda_graph"], aot_latency=timed["aot"],
                       joules_parts=joules_parts, records=done.metadata.get("records", "final"),
-                      final_latency=done.metadata.get("final_records_latency_s"), untuned_estimate=summary.untuned)
+                      final_latency=done.metadata.get("final_records_latency_s"), untuned_estimate=summary.untuned,
+                      ratios=done.ratios)
 
 
 def _energy_parts(meter) -> dict[str, float]:
