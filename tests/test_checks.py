@@ -89,3 +89,18 @@ def test_a_run_with_a_goal_stops_on_the_measured_latency_and_stores_it(tiny_mlp,
                             stoppers=[stoppers.create("goal", latency=goal, measured_only=True)])
     assert again.snapshot().measured == final.measured and again.run().trials == 4
     assert math.isclose(again.snapshot().measured[0][1], point.latency)
+
+
+@pytest.mark.tvm
+def test_a_check_times_the_previous_checks_model_beside_its_own_and_keeps_the_lesser(tiny_mlp):
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    check = ModelCheck(60.0)
+    first_latency, _ = check.measure(tiny_mlp, MemoryDatabase(), trials=0)
+    first = check.latest
+    assert first.timed == first.latency == first_latency and first.to_previous is None  # nothing to compare with
+    latency, message = check.measure(tiny_mlp, MemoryDatabase(), trials=4)
+    second = check.latest
+    assert message == "" and 0.5 < second.to_previous < 2  # the same records: the same model, timed in turn
+    assert latency == second.latency == min(second.timed, first.latency * second.to_previous)
+    assert check.fastest.latency == min(first.latency, second.latency)

@@ -1,6 +1,14 @@
 """The whole model's latency while it is tuned: compiled with the run's best records so far, its outputs
 checked against the reference, and timed in a fresh process, as the final artifact is
-(:func:`tunewise.timing.time_models`).
+(:func:`tunewise.timing.time_side_by_side`), in turn with the model the previous check measured.
+
+Timing the previous model again in the same rounds says how fast the machine runs now against then: on a
+2-core virtual machine whose CPUs the hypervisor moves between cores that share a cache and cores that do
+not, for seconds at a time, one process times the same model up to 1.45x slower than the next (bench/README
+"How far a whole-model check can be trusted"), while two models timed in turn move together. So a check's
+latency is the lesser of the model's own time and the previous check's latency scaled by the two models' ratio
+in the same rounds: a check timed in a slow second reads what the model runs at when the machine is as fast
+as it was at the previous check.
 
 A check costs a compile of the model and a fresh timing process: 32-33 s on ResNet-18 after 64 trials on a
 2-core machine (``bench/check_cost.py``, ``bench/results/current/check-cost-resnet18.json``; a slow, barely tuned model
@@ -36,14 +44,17 @@ task: the :class:`~tunewise.schedulers.Survey` and round-robin epoch, Trimmer's 
 
 @dataclass(frozen=True)
 class Checked:
-    """A model a check compiled and measured: its ``latency`` (seconds), the
-    :class:`~tunewise.compile.CompiledModel` itself, its outputs' largest relative error, and the run's trials
-    when it was checked (``None``: not said)."""
+    """A model a check compiled and measured: its ``latency`` (seconds; see :meth:`ModelCheck.measure`), the
+    :class:`~tunewise.compile.CompiledModel` itself, its outputs' largest relative error, the run's trials
+    when it was checked (``None``: not said), the seconds it ``timed`` in its fresh process, and its time over
+    the previous check's model in the same rounds (``None``: no previous check)."""
 
     latency: float
     compiled: CompiledModel
     max_error: float
     trials: int | None = None
+    timed: float | None = None
+    to_previous: float | None = None
 
 
 class ModelCheck:
@@ -111,18 +122,25 @@ class ModelCheck:
     def measure(self, model, database, *, trials: int | None = None) -> tuple[float, str]:
         """``(latency, "")`` of ``model`` (an :class:`~tunewise.tasks.ExtractedModel` with its default
         latencies) compiled with the best records of ``database`` that beat them, after ``trials`` trials of
-        the run; ``(inf, why)`` when it fails to build, run, or match the reference outputs."""
+        the run; ``(inf, why)`` when it fails to build, run, or match the reference outputs.
+
+        The model is timed in turn with the previous check's (:attr:`latest`), and its latency is the lesser of
+        its own median time and the previous check's latency times the median ratio of the two in the same
+        rounds (module docstring)."""
         from tunewise import compile as compiler
         from tunewise import timing
 
+        previous = self.latest
         try:
             start = time.perf_counter()
             compiled, max_error = compiler.compile_checked(model, database)
             self.build_seconds = time.perf_counter() - start
-            (latency,), _ = timing.time_models([compiled], model.inputs)
+            side = timing.time_side_by_side([compiled] + ([previous.compiled] if previous else []), model.inputs)
         except Exception as err:  # a build, run or verification failure of this model: the run goes on
             return math.inf, message_line(err)
-        self.latest = Checked(latency, compiled, max_error, trials)
+        timed, to_previous = side.latencies[0], side.ratio(0, 1) if previous else None
+        latency = timed if previous is None else min(timed, previous.latency * to_previous)
+        self.latest = Checked(latency, compiled, max_error, trials, timed, to_previous)
         if self.fastest is None or latency < self.fastest.latency:
             self.fastest = self.latest
         return latency, ""

@@ -16,6 +16,8 @@ import math
 import os
 import shutil
 import statistics
+import tempfile
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,7 +95,7 @@ class CompiledModel:
         from tvm import relax
 
         self.executable = executable
-        self.library = library  # the shared library it was loaded from (None: compiled in this process)
+        self.library = library  # its shared library's file: loaded from, or exported to (None: not yet)
         self.target = target
         self.metadata = dict(metadata or {})
         self.device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
@@ -135,11 +137,15 @@ class CompiledModel:
 
 
     def export_library(self, path: str) -> None:
-        """Write the model's shared library to ``path``: exported, or copied from the file it was loaded
-        from (TVM cannot export a loaded library again)."""
+        """Write the model's shared library to ``path``: a copy of the file it was loaded from or first
+        exported to. A model compiled here is exported once, to a folder of its own removed with it: an export
+        links the whole model (about half its build), and TVM cannot export a loaded library again."""
         if self.library is None:
-            self.executable.export_library(path)
-        elif os.path.abspath(self.library) != os.path.abspath(path):
+            folder = tempfile.mkdtemp(prefix="tunewise-model-")
+            weakref.finalize(self, shutil.rmtree, folder, True)
+            self.executable.export_library(os.path.join(folder, LIBRARY))
+            self.library = os.path.join(folder, LIBRARY)
+        if os.path.abspath(self.library) != os.path.abspath(path):
             shutil.copyfile(self.library, path)
 
 

@@ -100,12 +100,18 @@ class SideBySide:
     given, over ``rounds`` rounds; the ``references`` by their :data:`REFERENCES` names (``None``: not
     timed), with ``"torch_compile"`` and ``"torch_compile_seconds"`` (its first call's wall time) where asked
     for; and per compiled model, its ``ratios`` to each reference timed: the median over the rounds of its
-    time over the reference's in the same round."""
+    time over the reference's in the same round (:meth:`ratio`: the same between two compiled models)."""
 
     latencies: list[float]
     rounds: int
     references: dict[str, float | None] = field(default_factory=dict)
     ratios: list[dict[str, float]] = field(default_factory=list)
+    samples: list[list[float]] = field(default_factory=list)  # per compiled model, its latency in each round
+
+    def ratio(self, model: int, other: int) -> float:
+        """The median over the rounds of compiled model ``model``'s time over model ``other``'s in the same
+        round (indices in the order given)."""
+        return statistics.median(a / b for a, b in zip(self.samples[model], self.samples[other], strict=True))
 
 
 def time_models(models, inputs, rounds: int = ROUNDS) -> tuple[list[float], int]:
@@ -150,9 +156,9 @@ def time_side_by_side(models, inputs, rounds: int = ROUNDS, *, references: Refer
         finally:
             pool.shutdown()
         timed = {} if others is None else others.close(_names(kind, references))
-    latencies = [statistics.median(samples) for samples in zip(*ours, strict=True)]
-    return SideBySide(latencies, count, timed, [_ratios([mine[i] for mine in ours], theirs)
-                                                for i in range(len(models))])
+    samples = [list(timed_model) for timed_model in zip(*ours, strict=True)]
+    return SideBySide([statistics.median(s) for s in samples], count, timed,
+                      [_ratios(s, theirs) for s in samples], samples)
 
 
 def _ratios(mine: list[float], theirs: list[dict[str, float]]) -> dict[str, float]:
