@@ -148,8 +148,9 @@ class Checkpoint:
 @dataclass(frozen=True)
 class ModelLatency:
     """The whole model, compiled with the run's best records after ``trials`` trials and ``elapsed`` seconds
-    of tuning, ran in ``latency`` seconds (``inf``: the check failed, ``message`` says why). The check took
-    ``seconds`` and ``joules`` (``None``: not metered)."""
+    of tuning, ran in ``latency`` seconds (``inf``: the check failed, ``message`` says why; timed in turn with
+    the previous check's model: :meth:`tunewise.checks.ModelCheck.measure`). The check took ``seconds`` and
+    ``joules`` (``None``: not metered)."""
 
     elapsed: float
     trials: int
