@@ -19,7 +19,9 @@ machine):
 - ``in_turn``: the lesser of that and the earlier model's time in repeat ``j`` times the ratio of the two in
   the same rounds of repeat ``i``, what a check reads now.
 
-It also reads the ``in_turn`` way with the latency the run's own earlier check stored.
+It also reads the ``in_turn`` way with the latency the run's own earlier check stored, and, as ``run_read``,
+what the run's own last check would have read in turn: the lesser of the two latencies the run's checks
+stored, the earlier scaled by the median ratio over the repeats.
 """
 
 from __future__ import annotations
@@ -77,11 +79,15 @@ def main() -> None:
                "alone_range": [min(alone) / latency, max(alone) / latency],
                "in_turn_range": [min(in_turn) / latency, max(in_turn) / latency],
                "stored_earlier_ms": checks[0].latency * 1e3, "stored_last_ms": checks[1].latency * 1e3}
+    ratio = statistics.median(row["last_over_earlier"] for row in rows)
+    summary["run_read_ms"] = 1e3 * min(checks[1].latency, checks[0].latency * ratio)
+    summary["run_read_over_latency"] = summary["run_read_ms"] / 1e3 / latency
     print(f"latency {1e3 * latency:.3f} ms; within 1.1x: alone {summary['alone_within_1_1x']:.0%} "
           f"[{summary['alone_range'][0]:.2f}-{summary['alone_range'][1]:.2f}], in turn "
           f"{summary['in_turn_within_1_1x']:.0%} [{summary['in_turn_range'][0]:.2f}-{summary['in_turn_range'][1]:.2f}]"
           f", in turn with the stored earlier check ({1e3 * checks[0].latency:.3f} ms) "
-          f"{summary['with_stored_earlier_within_1_1x']:.0%}")
+          f"{summary['with_stored_earlier_within_1_1x']:.0%}; the run's last check ({1e3 * checks[1].latency:.3f} ms) "
+          f"in turn {summary['run_read_ms']:.3f} ms, {summary['run_read_over_latency']:.2f}x")
     with open(args.out, "w") as f:
         json.dump(provenance.stamped({"store": args.store, "run": args.run, "model": run.model.name,
                                       "target": str(run.target), "checks": [vars(p) for p in checks],
