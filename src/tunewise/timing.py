@@ -383,7 +383,11 @@ def _tvm_round() -> list[float]:
 
 
 def _round_time(call, sync=lambda: None) -> float:
-    """The mean time of ``call()`` over a round of at least :data:`ROUND_MS` milliseconds."""
+    """The mean time of ``call()`` over a round of at least :data:`ROUND_MS` milliseconds, after an untimed
+    call: a round follows the other process's, which left the caches to its own model, and a compiled model's
+    round (TVM's time evaluator) likewise leaves its first call out."""
+    call()
+    sync()
     count, start = 0, time.perf_counter()
     while True:
         call()
@@ -395,9 +399,7 @@ def _round_time(call, sync=lambda: None) -> float:
 
 
 def _median_round_time(call, sync=lambda: None) -> float:
-    """Median over :data:`ROUNDS` rounds of ``call()`` (:func:`_round_time`), after a warm-up call."""
-    call()
-    sync()
+    """Median over :data:`ROUNDS` rounds of ``call()`` (:func:`_round_time`)."""
     return statistics.median(_round_time(call, sync) for _ in range(ROUNDS))
 
 
