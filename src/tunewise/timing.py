@@ -242,14 +242,12 @@ class _ReferenceProcess:
     """The fresh process that times the references of ``references`` on ``inputs``, of ``kind``
     (``"references"``: on the CPU; ``"gpu-references"``: on GPU 0), its files in ``directory``. It starts
     preparing them at once; :meth:`start` waits until they are ready, :meth:`round` times a round of each,
-    :meth:`close` ends it with their median latencies. When it fails, or there is nothing to run, the rounds
-    time nothing and every latency is ``None``; the ``tunewise.timing`` logger says why."""
+    :meth:`close` ends it with their median latencies. When it fails, the rounds time nothing and every
+    latency is ``None``; the ``tunewise.timing`` logger says why."""
 
     def __init__(self, kind: str, references: References, inputs, directory: str):
-        self._proc, self._rounds, self._skipped = None, [], []
+        self._rounds, self._skipped = [], []
         spec = _reference_spec(references.source, references.example_inputs, references.seed, directory)
-        if spec is None:
-            return
         np.savez(os.path.join(directory, "inputs.npz"), *inputs)
         spec.update(kind=kind, inputs=os.path.join(directory, "inputs.npz"), torch_compile=references.torch_compile)
         path = os.path.join(directory, "spec.json")
@@ -322,7 +320,7 @@ class _ReferenceProcess:
         return timed
 
 
-def _reference_spec(source, example_inputs, seed: int, directory: str) -> dict | None:
+def _reference_spec(source, example_inputs, seed: int, directory: str) -> dict:
     """What the reference process runs for ``source``, writing the files it needs to ``directory``."""
     from tunewise import zoo
 
@@ -347,7 +345,7 @@ def _reference_spec(source, example_inputs, seed: int, directory: str) -> dict |
     except Exception as err:  # the exporter raises many types
         _log.info("no onnxruntime reference: ONNX export failed: %s", err)
         spec.pop("onnx")
-    return spec or None
+    return spec
 
 
 # the TVM timing process's models, loaded by _load_tvm: their evaluators and their arguments
