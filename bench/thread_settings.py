@@ -7,7 +7,8 @@
 
 Each setting is a fresh process of its own (a :mod:`tunewise.workers` process, the environment set before TVM
 starts its thread pool) that loads the artifact as ``tunewise.timing`` does; the processes then take turns,
-a round (:data:`tunewise.timing.ROUND_MS` or more of calls) each, ``--rounds`` times. Per setting: its median
+a round (:data:`tunewise.timing.ROUND_MS` or more of calls) each, ``--rounds`` times, the order turned by
+one each time (a round's threads spin a while after it, into the next process's round). Per setting: its median
 latency and its median ratio to the default's in the same round. The settings: ``default`` (TVM's thread pool
 as ``tunewise`` runs it: the target's cores, threads bound to CPUs, a spin of 300,000 before a worker
 sleeps), ``unbound`` (``TVM_BIND_THREADS=0``: the OS places the threads, as onnxruntime's are) and ``no-spin``
@@ -57,9 +58,10 @@ def main() -> None:
             compiled.export_library(library)
             for name, pool in pools.items():
                 pool.submit(load_with, SETTINGS[name], library, str(compiled.target), inputs).result()
-            for _ in range(args.rounds):
-                for name, pool in pools.items():
-                    samples[name].append(pool.submit(timing._tvm_round).result()[0])
+            names = list(pools)
+            for r in range(args.rounds):  # each setting's round after each other's in turn: a round ends with
+                for name in names[r % len(names):] + names[:r % len(names)]:  # its threads spinning a while
+                    samples[name].append(pools[name].submit(timing._tvm_round).result()[0])
     finally:
         for pool in pools.values():
             pool.shutdown()
