@@ -19,14 +19,12 @@ import time
 
 import provenance
 from host_cores import Probe, is_near
-from time_artifacts import example_inputs
+from time_artifacts import add_artifact_arguments, load_artifact
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("artifact")
-    parser.add_argument("--model", required=True, help="zoo name or the .pt2/.onnx file the artifact was tuned from")
-    parser.add_argument("--seed", type=int, default=0)
+    add_artifact_arguments(parser)
     parser.add_argument("--seconds", type=float, default=200)
     parser.add_argument("--calls", type=int, default=30)
     parser.add_argument("--out", required=True)
@@ -34,10 +32,8 @@ def main() -> None:
 
     import tvm
 
-    from tunewise import compile as compiler
-
-    compiled = compiler.load(args.artifact)
-    arrays = [tvm.runtime.tensor(x, compiled.device) for x in example_inputs(args.model, args.seed)]
+    compiled, _, inputs = load_artifact(args)
+    arrays = [tvm.runtime.tensor(x, compiled.device) for x in inputs]
     call = compiled.vm["main"]
     for _ in range(10):
         call(*arrays)

@@ -26,7 +26,7 @@ import statistics
 
 import provenance
 from host_cores import Probe
-from time_artifacts import example_inputs
+from time_artifacts import add_artifact_arguments, load_artifact
 
 
 def spread(values: list[float]) -> dict:
@@ -37,18 +37,13 @@ def spread(values: list[float]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("artifact", help="an artifact folder (tunewise.compile.CompiledModel.save)")
-    parser.add_argument("--model", required=True, help="the zoo model or .pt2/.onnx file it compiles")
-    parser.add_argument("--seed", type=int, default=0, help="the seed of the example inputs and weights")
+    add_artifact_arguments(parser)
     parser.add_argument("--repeats", type=int, default=12)
     parser.add_argument("--out")
     args = parser.parse_args()
-    from tunewise import compile as compiler
     from tunewise import timing
 
-    model = args.model if not os.path.exists(args.model) else os.path.abspath(args.model)
-    inputs = example_inputs(model, args.seed)
-    compiled = compiler.load(args.artifact)
+    compiled, model, inputs = load_artifact(args)
     rows = []
     with Probe() as probe:
         for r in range(args.repeats):

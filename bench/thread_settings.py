@@ -24,7 +24,7 @@ import statistics
 import tempfile
 
 import provenance
-from time_artifacts import example_inputs
+from time_artifacts import add_artifact_arguments, load_artifact
 
 from tunewise import timing, workers
 
@@ -39,17 +39,11 @@ def load_with(environment: dict, library: str, target: str, inputs) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("artifact")
-    parser.add_argument("--model", required=True, help="the zoo model or .pt2/.onnx file it compiles")
-    parser.add_argument("--seed", type=int, default=0)
+    add_artifact_arguments(parser)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--out")
     args = parser.parse_args()
-    from tunewise import compile as compiler
-
-    model = args.model if not os.path.exists(args.model) else os.path.abspath(args.model)
-    inputs = example_inputs(model, args.seed)
-    compiled = compiler.load(args.artifact)
+    compiled, _, inputs = load_artifact(args)
     pools = {name: workers.WorkerPool(1) for name in SETTINGS}
     samples: dict[str, list[float]] = {name: [] for name in SETTINGS}
     try:

@@ -60,6 +60,22 @@ def example_inputs(model: str, seed: int) -> list:
     return list(frontend.load(model, seed=seed).inputs)
 
 
+def add_artifact_arguments(parser: argparse.ArgumentParser) -> None:
+    """An ``artifact`` folder, and the ``--model`` and ``--seed`` its example inputs come from."""
+    parser.add_argument("artifact", help="an artifact folder (tunewise.compile.CompiledModel.save)")
+    parser.add_argument("--model", required=True, help="the zoo model or .pt2/.onnx file it compiles")
+    parser.add_argument("--seed", type=int, default=0, help="the seed of its example inputs and weights")
+
+
+def load_artifact(args: argparse.Namespace) -> tuple:
+    """``(compiled model, its model, example inputs)`` named by :func:`add_artifact_arguments`' ``args``: the
+    model a zoo name, or its file's absolute path (for processes started elsewhere)."""
+    from tunewise import compile as compiler
+
+    model = args.model if not os.path.exists(args.model) else os.path.abspath(args.model)
+    return compiler.load(args.artifact), model, example_inputs(model, args.seed)
+
+
 def time_in_fresh_process(path: str, inputs_file: str, args) -> float:
     out = subprocess.run([sys.executable, __file__, "--child", path, "--inputs", inputs_file,
                           "--warmup", str(args.warmup), "--repeat", str(args.repeat)],
