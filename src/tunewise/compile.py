@@ -135,7 +135,6 @@ class CompiledModel:
             json.dump(metadata, f, indent=2, default=_jsonable)
         return path
 
-
     def export_library(self, path: str) -> None:
         """Write the model's shared library to ``path``: a copy of the file it was loaded from or first
         exported to. A model compiled here is exported once, to a folder of its own removed with it: an export

@@ -29,6 +29,7 @@ why; so are all of them when their process fails, the compiled models' latencies
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
@@ -111,7 +112,12 @@ class SideBySide:
     def ratio(self, model: int, other: int) -> float:
         """The median over the rounds of compiled model ``model``'s time over model ``other``'s in the same
         round (indices in the order given)."""
-        return statistics.median(a / b for a, b in zip(self.samples[model], self.samples[other], strict=True))
+        return _median_ratio(self.samples[model], self.samples[other])
+
+
+def _median_ratio(mine, theirs) -> float:
+    """The median over the rounds of ``mine`` over ``theirs`` (two latencies in each round, in round order)."""
+    return statistics.median(a / b for a, b in zip(mine, theirs, strict=True))
 
 
 def time_models(models, inputs, rounds: int = ROUNDS) -> tuple[list[float], int]:
@@ -165,8 +171,7 @@ def _ratios(mine: list[float], theirs: list[dict[str, float]]) -> dict[str, floa
     """Per reference timed in every round (``theirs``: a round's latencies by name), the median over the
     rounds of ``mine`` (a model's latency in each round) over the reference's."""
     names = set.intersection(*(set(round_) for round_ in theirs)) if theirs else set()
-    return {name: statistics.median(m / round_[name] for m, round_ in zip(mine, theirs, strict=True))
-            for name in sorted(names)}
+    return {name: _median_ratio(mine, [round_[name] for round_ in theirs]) for name in sorted(names)}
 
 
 def _tvm_result(pool, job, *args):
@@ -271,17 +276,27 @@ class _ReferenceProcess:
             line = ""
         if line.strip():
             return json.loads(line)
-        try:  # its standard output closed: it is ending, or stuck
+        code, last_line = self._end()  # its standard output closed: it is ending, or stuck
+        self._skipped.append(f"the references were not timed: their process failed (exit code {code}): {last_line}")
+        return None
+
+    def _end(self, *, at_once: bool = False) -> tuple[int, str]:
+        """End the process (``at_once``: killed; else left 10 s to exit, then killed): its exit code and the
+        last line of its standard error."""
+        if at_once:
+            self._proc.kill()
+        with contextlib.suppress(OSError):  # a process that died has broken the pipe
+            self._proc.stdin.close()
+        try:
             code = self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             code = self._proc.wait()
         self._stderr.seek(0)
-        self._skipped.append(f"the references were not timed: their process failed (exit code {code}): "
-                             f"{(self._stderr.read().strip().splitlines() or [''])[-1]}")
+        last_line = (self._stderr.read().strip().splitlines() or [""])[-1]
         self._stderr.close()
         self._proc = None
-        return None
+        return code, last_line
 
     def start(self) -> None:
         answer = self._ask("start")
@@ -298,19 +313,14 @@ class _ReferenceProcess:
     def kill(self) -> None:
         """End the process at once."""
         if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait()
-            self._stderr.close()
-            self._proc = None
+            self._end(at_once=True)
 
     def close(self, names: tuple[str, ...]) -> dict[str, float | None]:
         """The median latency of each of ``names`` (``None``: not timed), and what the process timed after
         the rounds; the process ended."""
         after = self._ask("end") or {}
         if self._proc is not None:
-            self._proc.stdin.close()
-            self._proc.wait()
-            self._stderr.close()
+            self._end()
         for reason in self._skipped + after.pop("skipped", []):
             _log.info("%s", reason)
         timed = dict.fromkeys(names)
