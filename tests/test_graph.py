@@ -349,9 +349,9 @@ def test_gelu_and_erf_lose_the_scalar_erf_from_fold_bn_on(host_target, level):
 
 
 class _Winograd(torch.nn.Module):
-    """3x3 convolutions that the ``winograd`` level rewrites (stride 1, at least 32 channels, at least 32 output
+    """3x3 convolutions that the ``winograd`` level rewrites (stride 1, at least 32 channels, at least 16 output
     tiles: a padded one on a size that is not a multiple of the 4x4 tile, one without padding) and four it leaves
-    (stride 2, 16 channels, a 1x1, and one of nine output tiles)."""
+    (stride 2, 16 channels, a 1x1, and one of four output tiles)."""
 
     def __init__(self):
         super().__init__()
@@ -359,7 +359,7 @@ class _Winograd(torch.nn.Module):
         self.valid, self.strided = torch.nn.Conv2d(32, 48, 3), torch.nn.Conv2d(48, 32, 3, stride=2, padding=1)
         self.small, self.narrow = torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.Conv2d(32, 16, 3, padding=1)
 
-    def forward(self, x):  # 23x23, 23x23, 21x21, then 11x11
+    def forward(self, x):  # 15x15, 15x15, 13x13, then 7x7
         y = torch.relu(self.same(torch.relu(self.stem(x))))
         return self.narrow(self.small(self.strided(torch.relu(self.valid(y) + 1.0))))
 
@@ -368,7 +368,7 @@ class _Winograd(torch.nn.Module):
 def winograd_model():
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        return frontend.load(_Winograd(), example_inputs=(torch.randn(1, 3, 23, 23),))
+        return frontend.load(_Winograd(), example_inputs=(torch.randn(1, 3, 15, 15),))
 
 
 def test_winograd_level_computes_the_eligible_convolutions_by_winograd(host_target, fallbacks, winograd_model):

@@ -27,11 +27,11 @@ KERNEL = 3
 # narrower convolutions stay direct: the batch of matrix products has too few channels to vectorise over (the
 # convolutions measured had 64 to 512)
 MIN_CHANNELS = 32
-# nor do convolutions of fewer output tiles: each element of the transformed weight, four times the direct one,
-# serves only as many products as there are tiles, and inside a model whose weights outgrow the cache it is read
-# from memory (ResNet-18's 256-channel 14x14 convolutions, 16 tiles, were faster as Winograd kernels than direct
-# when tuned alone, yet its model was no faster with them)
-MIN_TILES = 32
+# nor do convolutions of fewer output tiles: the transformed weight is four times the direct one, and each of its
+# elements serves only as many products as there are tiles (tuned for ResNet-18 in one run each, its 512-channel
+# 7x7 convolutions, four tiles, were no faster as Winograd kernels than direct; its 256-channel 14x14 ones,
+# 16 tiles, were faster)
+MIN_TILES = 16
 # the name of the transforms' MetaSchedule rule (:func:`register_rules`)
 TRANSFORM_RULE = "tunewise_winograd_transform"
 
