@@ -17,10 +17,10 @@ def test_a_gpu_description_gives_a_complete_target(gpu_description):
     assert target.num_cores(built) == target.num_cores(target.resolve(None))  # its host's: the search's threads
 
 
-def test_models_are_prepacked_on_a_cpu_and_channels_last_on_a_gpu_unless_asked_otherwise(gpu_description):
+def test_models_take_winograd_convolutions_on_a_cpu_and_channels_last_on_a_gpu_unless_asked_otherwise(gpu_description):
     from tunewise import graph
 
-    assert graph.default_level(target.resolve(None)) == "prepack"
+    assert graph.default_level(target.resolve(None)) == "winograd"
     assert graph.default_level(target.resolve(target.cuda_config(gpu_description))) == "nhwc"
 
 

@@ -39,7 +39,7 @@ def test_prepare_run_gives_a_working_session(tmp_path):
         source="tiny-mlp", budget=Budget(max_trials=4), trials_per_slot=2, scheduler="round-robin", evaluator="fixed",
         measure=QUICK, output=os.path.abspath(os.path.join("tunewise-out", "tiny-mlp")),
         # the meter "auto" chose here and the CPU's graph level, which a resumed run keeps
-        energy_meter=energy.for_device("auto", gpu=False).name, level="prepack")
+        energy_meter=energy.for_device("auto", gpu=False).name, level="winograd")
     assert len(store.get_trials(run.id)) == 4
 
 

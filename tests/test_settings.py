@@ -152,7 +152,7 @@ def test_the_cli_leaves_every_unset_option_to_the_settings_and_shows_their_defau
     shown = " ".join(capsys.readouterr().out.split())
     for text in (f"total trials (default {defaults.budget.max_trials} unless", f"(default: {defaults.scheduler})",
                  f"candidates per slot (default {defaults.trials_per_slot})", f"default: {defaults.evaluator})",
-                 f"default: {defaults.cost_model})", "(default: prepack on a CPU, nhwc on a GPU)",
+                 f"default: {defaults.cost_model})", "(default: winograd on a CPU, nhwc on a GPU)",
                  f"(default {defaults.seed})"):
         assert text in shown, text
     # the options given, and those only
@@ -214,7 +214,7 @@ def test_the_cli_stores_the_settings_defaults_and_a_budget_option_on_resume_repl
     # compiles as the run began
     assert store.get_run(1).settings == RunSettings(
         source="tiny-mlp", budget=Budget(max_trials=2, time_budget=3600.0), trials_per_slot=2, output=out,
-        energy_meter=energy.for_device("auto", gpu=False).name, level="prepack", share="selective",
+        energy_meter=energy.for_device("auto", gpu=False).name, level="winograd", share="selective",
         measure=MeasureConfig(enable_cpu_cache_flush=True)).to_json()
 
     # the limits given replace the stored ones, the others are kept

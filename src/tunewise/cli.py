@@ -141,7 +141,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="do not start new tasks from the best records of the most similar workloads other runs "
                            "stored (they do by default, when the store has such records)")
     tune.add_argument("--graph-level", help=f"graph passes: {', '.join(graph.LEVELS)} "
-                      "(default: prepack on a CPU, nhwc on a GPU)")
+                      "(default: winograd on a CPU, nhwc on a GPU)")
     tune.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                       help="shape of an ONNX input with dynamic dimensions")
     tune.add_argument("--output", "-o", help="artifact folder (default tunewise-out/MODEL; with --resume, "
@@ -235,7 +235,7 @@ def _parser() -> argparse.ArgumentParser:
     tasks.add_argument("--list", action="store_true", help="list the zoo's model names and input shapes, and exit")
     tasks.add_argument("--target", help="'host' (default: this CPU with its mcpu), a JSON target, or a tag")
     tasks.add_argument("--graph-level", help=f"graph passes: {', '.join(graph.LEVELS)} "
-                       "(default: prepack on a CPU, nhwc on a GPU)")
+                       "(default: winograd on a CPU, nhwc on a GPU)")
     tasks.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                        help="shape of an ONNX input with dynamic dimensions")
     tasks.add_argument("--no-measure", action="store_true", help="skip measuring default latencies")

@@ -15,13 +15,12 @@ compilation splits those weight rewrites out of the operators and folds them int
 
 At level ``winograd`` (``prepack`` plus this; CPU targets only), the 3x3 convolutions of stride 1 that
 :func:`tunewise.winograd.eligible` accepts are computed as Winograd convolutions (:mod:`tunewise.winograd`),
-their transformed weights folded into the constants. Their kernels are faster than direct ones tuned with as
-many trials, but the compiled ResNet-18 was no faster than at ``prepack`` (``bench/README.md``), so it is a
-level to choose, not a default.
+their transformed weights folded into the constants: a quarter of the direct convolution's multiplications.
 
-The default level is the target's (:func:`default_level`): ``prepack`` on a CPU, where pre-packed weights
-measured faster than channels-last ones alone in most comparisons (``bench/README.md``), and ``nhwc`` on a
-GPU, whose search rules do not rewrite weight layouts.
+The default level is the target's (:func:`default_level`): ``winograd`` on a CPU, where ResNet-18 tuned for
+10 minutes compiled to 0.72x its latency at ``prepack`` (``bench/README.md``; a model without such convolutions
+compiles as at ``prepack``, where pre-packed weights measured faster than channels-last ones alone in most
+comparisons), and ``nhwc`` on a GPU, whose search rules do not rewrite weight layouts.
 
 A level is a list of steps. The channels-last step runs only on a module with a 2-d convolution, after the
 negative axes of the operators that Relax's ``ConvertLayout`` cannot remap (it fails on them with
@@ -87,10 +86,10 @@ def _steps(level: str) -> list[tuple[str, list]]:
 
 def default_level(target) -> str:
     """The graph level a model is tuned and compiled at for ``target`` (a TVM target) unless asked otherwise:
-    ``prepack`` on a CPU, ``nhwc`` on a GPU."""
+    ``winograd`` on a CPU, ``nhwc`` on a GPU."""
     from tunewise.target import is_gpu
 
-    return "nhwc" if is_gpu(target) else "prepack"
+    return "nhwc" if is_gpu(target) else "winograd"
 
 
 def optimize(mod, target, level: str):
