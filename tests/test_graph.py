@@ -385,6 +385,11 @@ def test_winograd_level_computes_the_eligible_convolutions_by_winograd(host_targ
     assert fallbacks == []
 
 
+def test_a_cpu_model_takes_winograd_convolutions_unless_asked_otherwise(host_target, winograd_model):
+    names = [t.name for t in tasks.extract(winograd_model, host_target).tasks]
+    assert len([n for n in names if n.startswith("fused_conv2d_winograd")]) == 2, names
+
+
 def test_winograd_level_is_for_cpus(winograd_model):
     import tvm
 
