@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from tunewise.checks import EPOCH, Checked, ModelCheck
+from tunewise.checks import EPOCH, SLOW_STRETCH, Checked, ModelCheck, reading
 from tunewise.state import Snapshot, TaskView
 
 
@@ -91,8 +91,17 @@ def test_a_run_with_a_goal_stops_on_the_measured_latency_and_stores_it(tiny_mlp,
     assert math.isclose(again.snapshot().measured[0][1], point.latency)
 
 
+def test_a_check_reads_its_own_time_unless_it_was_timed_in_a_slow_stretch():
+    assert reading(12e-3) == 12e-3  # the first check: nothing to compare with
+    # the previous check read 20 ms; this model took 0.6x its time in the same rounds: 12 ms at that speed
+    assert reading(12.5e-3, 20e-3, 0.6) == 12.5e-3  # timed as fast: its own time, not the lesser
+    assert reading(11e-3, 20e-3, 0.6) == 11e-3  # faster than the previous check's speed: its own time
+    assert reading(12e-3 * SLOW_STRETCH * 1.01, 20e-3, 0.6) == pytest.approx(12e-3)  # a slow stretch: scaled
+    assert reading(12e-3 * SLOW_STRETCH * 0.99, 20e-3, 0.6) == pytest.approx(12e-3 * SLOW_STRETCH * 0.99)
+
+
 @pytest.mark.tvm
-def test_a_check_times_the_previous_checks_model_beside_its_own_and_keeps_the_lesser(tiny_mlp):
+def test_a_check_times_the_previous_checks_model_beside_its_own(tiny_mlp):
     from tvm.s_tir.meta_schedule.database import MemoryDatabase
 
     check = ModelCheck(60.0)
@@ -102,5 +111,5 @@ def test_a_check_times_the_previous_checks_model_beside_its_own_and_keeps_the_le
     latency, message = check.measure(tiny_mlp, MemoryDatabase(), trials=4)
     second = check.latest
     assert message == "" and 0.5 < second.to_previous < 2  # the same records: the same model, timed in turn
-    assert latency == second.latency == min(second.timed, first.latency * second.to_previous)
+    assert latency == second.latency == reading(second.timed, first.latency, second.to_previous)
     assert check.fastest.latency == min(first.latency, second.latency)

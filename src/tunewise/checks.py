@@ -5,10 +5,11 @@ checked against the reference, and timed in a fresh process, as the final artifa
 Timing the previous model again in the same rounds says how fast the machine runs now against then: on a
 2-core virtual machine whose CPUs the hypervisor moves between cores that share a cache and cores that do
 not, for seconds at a time, one process times the same model up to 1.45x slower than the next (bench/README
-"How far a whole-model check can be trusted"), while two models timed in turn move together. So a check's
-latency is the lesser of the model's own time and the previous check's latency scaled by the two models' ratio
-in the same rounds: a check timed in a slow second reads what the model runs at when the machine is as fast
-as it was at the previous check.
+"How far a whole-model check can be trusted"), while two models timed in turn move together. So a check
+reads its model's own time unless that is over :data:`SLOW_STRETCH` times the previous check's latency scaled by
+the two models' ratio in the same rounds (:func:`reading`): a check timed in a slow stretch reads what the model
+runs at when the machine is as fast as it was at the previous check, and one timed as fast reads its own time,
+so that the noise of one ratio is not carried from check to check.
 
 A check costs a compile of the model and a fresh timing process: 32-33 s on ResNet-18 after 64 trials on a
 2-core machine (``bench/check_cost.py``, ``bench/results/current/check-cost-resnet18.json``; a slow, barely tuned model
@@ -37,6 +38,12 @@ NEVER = "never"
 """No whole-model checks: the estimate stays the tuning loop's own, and the steps after tuning time only the
 final records' model."""
 
+SLOW_STRETCH = 1.1
+"""How much slower than the previous check's latency scaled by the two models' ratio a check's own time must be
+for the check to read the scaled latency instead (:func:`reading`). On a 2-core virtual machine the slow stretches
+time a convolutional network 1.15x-1.75x slower (bench/README "The tuned model against onnxruntime, one process
+after the other or taking turns"), while two models timed in turn keep their ratio within a few percent."""
+
 EPOCH = "epoch"
 """Check after every epoch instead: as many slots as there were live tasks when the epoch began (one slot per
 task: the :class:`~tunewise.schedulers.Survey` and round-robin epoch, Trimmer's check after each)."""
@@ -55,6 +62,17 @@ class Checked:
     trials: int | None = None
     timed: float | None = None
     to_previous: float | None = None
+
+
+def reading(timed: float, previous: float | None = None, to_previous: float | None = None) -> float:
+    """The latency (seconds) a check reads from its model's own median time ``timed`` and, where a check came
+    before, that check's latency ``previous`` and the median ratio ``to_previous`` of the two models' times in
+    the same rounds: ``timed``, unless it is over :data:`SLOW_STRETCH` times ``previous * to_previous`` (the
+    check was timed in a slow stretch of the machine), then ``previous * to_previous``."""
+    if previous is None or to_previous is None:
+        return timed
+    scaled = previous * to_previous
+    return scaled if timed > SLOW_STRETCH * scaled else timed
 
 
 class ModelCheck:
@@ -124,9 +142,9 @@ class ModelCheck:
         latencies) compiled with the best records of ``database`` that beat them, after ``trials`` trials of
         the run; ``(inf, why)`` when it fails to build, run, or match the reference outputs.
 
-        The model is timed in turn with the previous check's (:attr:`latest`), and its latency is the lesser of
-        its own median time and the previous check's latency times the median ratio of the two in the same
-        rounds (module docstring)."""
+        The model is timed in turn with the previous check's (:attr:`latest`), and its latency is what
+        :func:`reading` reads from its own median time and the previous check's latency times the median ratio
+        of the two in the same rounds."""
         from tunewise import compile as compiler
         from tunewise import timing
 
@@ -139,7 +157,7 @@ class ModelCheck:
         except Exception as err:  # a build, run or verification failure of this model: the run goes on
             return math.inf, message_line(err)
         timed, to_previous = side.latencies[0], side.ratio(0, 1) if previous else None
-        latency = timed if previous is None else min(timed, previous.latency * to_previous)
+        latency = reading(timed, previous.latency if previous else None, to_previous)
         self.latest = Checked(latency, compiled, max_error, trials, timed, to_previous)
         if self.fastest is None or latency < self.fastest.latency:
             self.fastest = self.latest

@@ -244,8 +244,10 @@ class Session:
         self.callbacks.phase("compiling and timing the model with the best records so far")
         start, joules = time.perf_counter(), self.joules()
         latency, message = self.checker.measure(self.model, self.database, trials=self.ledger.trials)
+        checked = None if message else self.checker.latest
         point = stores.ModelLatency(self.elapsed, self.ledger.trials, latency, time.perf_counter() - start,
-                                    None if self.meter is None else self.joules() - joules, message)
+                                    None if self.meter is None else self.joules() - joules, message,
+                                    checked.timed if checked else None, checked.to_previous if checked else None)
         self.store.add_model_latency(self.run_id, point)
         self.ledger.tell_model_latency(latency, at=point.elapsed)
         self.checker.checked(point.elapsed, point.seconds)

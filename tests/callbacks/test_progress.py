@@ -82,6 +82,19 @@ def test_printed_progress_line():
     assert "1.500 ms (2.0x) ▅▁, 2.300 ms in the model as last checked | ~40s left" in line
 
 
+def test_a_check_read_from_the_previous_checks_model_says_so():
+    from tunewise.stores import ModelLatency
+
+    out = io.StringIO()
+    progress = LiveProgress(Console(file=out, width=300))
+    progress.model_measured(ModelLatency(125.0, 400, 12e-3, 20.0, timed=12e-3, to_previous=0.6), snapshot(125.0, [1]))
+    assert out.getvalue().splitlines()[-1].endswith("at 2m05s of tuning: 12.000 ms (the check took 20s)")
+    progress.model_measured(ModelLatency(250.0, 800, 11e-3, 20.0, timed=16e-3, to_previous=0.9), snapshot(250.0, [1]))
+    assert out.getvalue().splitlines()[-1].endswith(
+        "at 4m10s of tuning: 11.000 ms, from the previous check's model timed beside it: 16.000 ms itself, in a "
+        "slow stretch of the machine (the check took 20s)")
+
+
 def test_energy_and_a_quick_start_are_shown():
     out = io.StringIO()
     progress = LiveProgress(Console(file=out, width=300))

@@ -95,7 +95,9 @@ def test_energy_and_model_latencies_round_trip(store):
     store.add_trials(run, [trial(w, 2e-3)], Checkpoint(0, 0, 1, 1.5, 1.5, 2e-3, joules=30.5,
                                                        phase_joules=(10.0, 12.5, 8.0)))
     store.add_trials(run, [trial(w, 1e-3, slot=1)], Checkpoint(1, 0, 1, 2.5, 1.0, 1e-3))
-    points = [ModelLatency(2.5, 2, 1.2e-3, 8.0, 90.0), ModelLatency(9.0, 2, math.inf, 3.0, None, "output 0 differs")]
+    points = [ModelLatency(2.5, 2, 1.2e-3, 8.0, 90.0, timed=1.2e-3),
+              ModelLatency(5.0, 2, 1.1e-3, 8.0, 90.0, timed=1.5e-3, to_previous=0.92),
+              ModelLatency(9.0, 2, math.inf, 3.0, None, "output 0 differs")]
     for point in points:
         store.add_model_latency(run, point)
     assert [c.joules for c in store.get_checkpoints(run)] == [30.5, None]
@@ -139,6 +141,17 @@ def test_a_store_of_the_third_schema_upgrades_and_keeps_its_checkpoints(store_ur
                "VALUES (1, 0, 0, 16, 3.0, 3.0, 0.002)")
     store = stores.create(store_url)
     assert store.get_checkpoints(1) == [Checkpoint(0, 0, 16, 3.0, 3.0, 2e-3)]
+    store.close()
+
+
+def test_a_store_of_the_fourth_schema_upgrades_and_keeps_its_model_latencies(store_url):
+    _old_store(store_url, "0004",
+               "INSERT INTO runs (model, target, scheduler, settings, status, created, updated) "
+               "VALUES ('m', 'cpu', 'random', '{}', 'tuned', 1.0, 2.0)",
+               "INSERT INTO model_latencies (run_id, elapsed, trials, latency, seconds, message) "
+               "VALUES (1, 360.0, 400, 0.012, 20.0, '')")
+    store = stores.create(store_url)
+    assert store.get_model_latencies(1) == [ModelLatency(360.0, 400, 0.012, 20.0)]  # not recorded: None
     store.close()
 
 

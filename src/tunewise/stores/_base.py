@@ -148,9 +148,10 @@ class Checkpoint:
 @dataclass(frozen=True)
 class ModelLatency:
     """The whole model, compiled with the run's best records after ``trials`` trials and ``elapsed`` seconds
-    of tuning, ran in ``latency`` seconds (``inf``: the check failed, ``message`` says why; timed in turn with
-    the previous check's model: :meth:`tunewise.checks.ModelCheck.measure`). The check took ``seconds`` and
-    ``joules`` (``None``: not metered)."""
+    of tuning, ran in ``latency`` seconds (``inf``: the check failed, ``message`` says why), as read from its
+    own median time ``timed`` and, timed in turn with the previous check's model, its ratio ``to_previous`` to
+    that model's time in the same rounds (:func:`tunewise.checks.reading`; ``None``: not recorded, or no
+    previous check). The check took ``seconds`` and ``joules`` (``None``: not metered)."""
 
     elapsed: float
     trials: int
@@ -158,6 +159,8 @@ class ModelLatency:
     seconds: float
     joules: float | None = None
     message: str = ""
+    timed: float | None = None
+    to_previous: float | None = None
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,8 @@ model_latencies = Table(
     Column("seconds", Float, nullable=False),
     Column("joules", Float),
     Column("message", Text, nullable=False),
+    Column("timed", Float),  # the model's own median time in the check (NULL: not recorded)
+    Column("to_previous", Float),  # its ratio to the previous check's model in the same rounds (NULL: none)
 )
 
 artifacts = Table(

@@ -363,12 +363,13 @@ class SQLAlchemyStore(Store):
         with self._writer.begin() as conn:
             conn.execute(s.model_latencies.insert().values(
                 run_id=run, elapsed=point.elapsed, trials=point.trials, latency=infinity.to_json(point.latency),
-                seconds=point.seconds, joules=point.joules, message=point.message))
+                seconds=point.seconds, joules=point.joules, message=point.message, timed=point.timed,
+                to_previous=point.to_previous))
 
     def get_model_latencies(self, run: int) -> list[ModelLatency]:
         with self._engine.connect() as conn:
             return [ModelLatency(row.elapsed, row.trials, infinity.from_json(row.latency), row.seconds, row.joules,
-                                 row.message)
+                                 row.message, row.timed, row.to_previous)
                     for row in conn.execute(select(s.model_latencies).where(s.model_latencies.c.run_id == run)
                                             .order_by(s.model_latencies.c.id))]
 
