@@ -8,16 +8,18 @@ check before it.
 
 A finished run with two checks or more is cut at its last two (check_noise.py's cuts): the model each would
 have compiled. Then ``--repeats`` times, a few seconds apart: the earlier cut's model timed alone in a fresh
-process, as its check timed it, and the last cut's model timed in turn with it, as a check does now
+process, as its check timed it, and the last cut's model timed in turn with it, as a check does
 (:meth:`tunewise.checks.ModelCheck.measure`). The last model's *latency* is the median of its times over the
 repeats: what it runs at on this machine, the seconds when it runs slow included. A check is within 1.1x when
-its reading is within 1.1x of that, read two ways, over every pairing of the last check's repeat ``i`` with
+its reading is within 1.1x of that, read three ways, over every pairing of the last check's repeat ``i`` with
 the earlier check's repeat ``j != i`` (the two checks of a run come minutes apart, in unrelated states of the
 machine):
 
-- ``alone``: the last model's own time in repeat ``i``, what a check timed alone read;
+- ``alone``: the last model's own time in repeat ``i``, what a check timed alone reads;
 - ``in_turn``: the lesser of that and the earlier model's time in repeat ``j`` times the ratio of the two in
-  the same rounds of repeat ``i``, what a check reads now.
+  the same rounds of repeat ``i``;
+- ``reading``: what a check reads (:func:`tunewise.checks.reading`) from the same three times: its own time,
+  unless that is over 1.1x the earlier model's scaled by the ratio.
 
 It also reads the ``in_turn`` way with the latency the run's own earlier check stored, and, as ``run_read``,
 what the run's own last check would have read in turn: the lesser of the two latencies the run's checks
@@ -35,6 +37,7 @@ from check_noise import compile_cut
 from stored_run import open_run
 
 from tunewise import timing
+from tunewise.checks import reading as check_reading
 
 
 def main() -> None:
@@ -71,13 +74,16 @@ def main() -> None:
     pairs = [(i, j) for i in range(len(rows)) for j in range(len(rows)) if i != j]
     alone = [rows[i]["last"] for i, _ in pairs]
     in_turn = [min(rows[i]["last"], rows[j]["earlier"] * rows[i]["last_over_earlier"]) for i, j in pairs]
+    read = [check_reading(rows[i]["last"], rows[j]["earlier"], rows[i]["last_over_earlier"]) for i, j in pairs]
     stored = [min(row["last"], checks[0].latency * row["last_over_earlier"]) for row in rows]
     summary = {"latency": latency, "pairs": len(pairs),
                "alone_within_1_1x": sum(map(within, alone)) / len(alone),
                "in_turn_within_1_1x": sum(map(within, in_turn)) / len(in_turn),
+               "reading_within_1_1x": sum(map(within, read)) / len(read),
                "with_stored_earlier_within_1_1x": sum(map(within, stored)) / len(stored),
                "alone_range": [min(alone) / latency, max(alone) / latency],
                "in_turn_range": [min(in_turn) / latency, max(in_turn) / latency],
+               "reading_range": [min(read) / latency, max(read) / latency],
                "stored_earlier_ms": checks[0].latency * 1e3, "stored_last_ms": checks[1].latency * 1e3}
     ratio = statistics.median(row["last_over_earlier"] for row in rows)
     summary["run_read_ms"] = 1e3 * min(checks[1].latency, checks[0].latency * ratio)
@@ -85,6 +91,8 @@ def main() -> None:
     print(f"latency {1e3 * latency:.3f} ms; within 1.1x: alone {summary['alone_within_1_1x']:.0%} "
           f"[{summary['alone_range'][0]:.2f}-{summary['alone_range'][1]:.2f}], in turn "
           f"{summary['in_turn_within_1_1x']:.0%} [{summary['in_turn_range'][0]:.2f}-{summary['in_turn_range'][1]:.2f}]"
+          f", read {summary['reading_within_1_1x']:.0%} "
+          f"[{summary['reading_range'][0]:.2f}-{summary['reading_range'][1]:.2f}]"
           f", in turn with the stored earlier check ({1e3 * checks[0].latency:.3f} ms) "
           f"{summary['with_stored_earlier_within_1_1x']:.0%}; the run's last check ({1e3 * checks[1].latency:.3f} ms) "
           f"in turn {summary['run_read_ms']:.3f} ms, {summary['run_read_over_latency']:.2f}x")

@@ -75,6 +75,14 @@ def test_duration_parsing():
     assert cli.parse_duration("90") == 90 and cli.parse_duration("10m") == 600 and cli.parse_duration("1.5h") == 5400
 
 
+def test_the_summary_says_which_checks_read_the_previous_checks_model():
+    assert cli._check_text(stores.ModelLatency(378.0, 400, 13.6e-3, 20.0, timed=13.6e-3)) == "13.600 ms at 378s"
+    assert (cli._check_text(stores.ModelLatency(545.0, 700, 12.8e-3, 20.0, timed=18.6e-3, to_previous=0.94))
+            == "12.800 ms at 545s (itself 18.600 ms, in a slow stretch)")
+    assert cli._check_text(stores.ModelLatency(9.0, 4, float("inf"), 3.0, message="output 0 differs")) == (
+        "failed at 9s (output 0 differs)")
+
+
 def test_no_traceback_from_a_real_process(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tunewise.cli", "tune", str(tmp_path / "x.onnx")],
                           capture_output=True, text=True, timeout=120)

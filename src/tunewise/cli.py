@@ -346,9 +346,7 @@ def _cmd_tune(args) -> int:
         print(f"{name:16s} {latency * 1e3:.3f} ms (tuned TVM is {relation(ratio, 1.0)})")
     print(f"timed as         {result.timing}")
     if result.measured:
-        points = ", ".join(f"{p.latency * 1e3:.3f} ms at {p.elapsed:.0f}s" if math.isfinite(p.latency)
-                           else f"failed at {p.elapsed:.0f}s ({p.message})" for p in result.measured)
-        print(f"while tuning     {points} (compiled, checked and timed as above)")
+        print(f"while tuning     {', '.join(map(_check_text, result.measured))} (compiled, checked and timed as above)")
     if result.stopped_by:
         print(f"stopped          {result.stopped_by}")
     if result.joules is not None:
@@ -508,6 +506,18 @@ def _cmd_report(args) -> int:
     summaries = [report.summarize(store, run) for run in runs]
     print(f"wrote {report.write(summaries, args.output)}")
     return 0
+
+
+def _check_text(point) -> str:
+    """A whole-model check (:class:`~tunewise.stores.ModelLatency`) as the summary shows it, saying so where its
+    latency was read from the previous check's model, its own time coming in a slow stretch of the machine
+    (:func:`tunewise.checks.reading`)."""
+    if not math.isfinite(point.latency):
+        return f"failed at {point.elapsed:.0f}s ({point.message})"
+    text = f"{point.latency * 1e3:.3f} ms at {point.elapsed:.0f}s"
+    if point.timed is not None and point.latency < point.timed:
+        text += f" (itself {point.timed * 1e3:.3f} ms, in a slow stretch)"
+    return text
 
 
 def _cmd_records(args) -> int:
