@@ -515,7 +515,7 @@ def _check_text(point) -> str:
     if not math.isfinite(point.latency):
         return f"failed at {point.elapsed:.0f}s ({point.message})"
     text = f"{point.latency * 1e3:.3f} ms at {point.elapsed:.0f}s"
-    if point.timed is not None and point.latency < point.timed:
+    if point.in_slow_stretch:
         text += f" (itself {point.timed * 1e3:.3f} ms, in a slow stretch)"
     return text
 

@@ -159,7 +159,7 @@ class LiveProgress(Callback):
     def model_measured(self, point, snapshot) -> None:
         self._snapshot, self._at = snapshot, time.perf_counter()
         result = (f"{_ms(point.latency)} ms" if math.isfinite(point.latency) else f"failed ({point.message})")
-        if point.timed is not None and point.latency < point.timed:
+        if point.in_slow_stretch:
             result += (f", from the previous check's model timed beside it: {_ms(point.timed)} ms itself, "
                        "in a slow stretch of the machine")
         self.phase(f"model latency measured at {_duration(point.elapsed)} of tuning: {result} "

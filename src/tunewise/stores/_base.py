@@ -162,6 +162,12 @@ class ModelLatency:
     timed: float | None = None
     to_previous: float | None = None
 
+    @property
+    def in_slow_stretch(self) -> bool:
+        """Whether the check read the previous check's latency scaled, its own time coming in a slow stretch of
+        the machine (:func:`tunewise.checks.reading`)."""
+        return self.timed is not None and self.latency < self.timed
+
 
 @dataclass(frozen=True)
 class Artifact:
