@@ -85,7 +85,7 @@ def main() -> None:
         summary = summarize(store, 1)
         points = store.get_model_latencies(1)
         lesser = lesser_readings(points)
-        final = {"reading": summary.calibrated(),
+        final = {"reading": summary.calibrated,
                  "lesser": calibrated_latency(summary.estimate, summary.curve,
                                               ((p.elapsed, read) for p, read in zip(points, lesser, strict=True)))}
         row = {"store": url, "model": summary.run.model, "trials": summary.trials, "estimate": summary.estimate,
