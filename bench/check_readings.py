@@ -12,8 +12,9 @@ check's own median time, its ratio to the previous check's model in the same rou
 (:func:`tunewise.checks.reading`), as the store holds them; beside them, what the lesser of its own time and
 the previous reading scaled by the ratio would have read, check after check. The *final estimate* is the
 estimate the run showed at its end (:func:`tunewise.estimate.calibrated_latency`, by either rule), set
-against the artifact's time in turn with onnxruntime: the median over all the repeats, and over the repeats
-whose CPU probes, before and after, found the two CPUs near (``host_cores.is_near``).
+against the artifact's time as the run timed it after tuning, and in turn with onnxruntime: the median over
+all the repeats, and over the repeats whose CPU probes, before and after, found the two CPUs near
+(``host_cores.is_near``).
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ def describe(row: dict) -> str:
                        for c in row["checks"])
     final, artifact = row["final_estimate"], row["artifact_in_turn"]
     return (f"{row['model']}: checks {checks}; final estimate {ms(final['reading'])} (lesser {ms(final['lesser'])});"
-            f" artifact in turn {ms(artifact['all'])}, near {ms(artifact['near'])} ({artifact['near_repeats']} of "
-            f"{artifact['repeats']} repeats)")
+            f" artifact timed by tune {ms(row['artifact_by_tune'])}, in turn {ms(artifact['all'])}, near "
+            f"{ms(artifact['near'])} ({artifact['near_repeats']} of {artifact['repeats']} repeats)")
 
 
 def main() -> None:
@@ -85,15 +86,17 @@ def main() -> None:
         summary = summarize(store, 1)
         points = store.get_model_latencies(1)
         lesser = lesser_readings(points)
+        by_tune = store.get_artifacts(1)[-1].metadata["latency_s"]  # as the run timed it, after tuning
         final = {"reading": summary.calibrated,
                  "lesser": calibrated_latency(summary.estimate, summary.curve,
                                               ((p.elapsed, read) for p, read in zip(points, lesser, strict=True)))}
         row = {"store": url, "model": summary.run.model, "trials": summary.trials, "estimate": summary.estimate,
                "checks": [{"elapsed": p.elapsed, "trials": p.trials, "timed": p.timed, "to_previous": p.to_previous,
                            "read": p.latency, "lesser": read} for p, read in zip(points, lesser, strict=True)],
-               "final_estimate": final, "artifact_in_turn": artifact,
+               "final_estimate": final, "artifact_in_turn": artifact, "artifact_by_tune": by_tune,
                "final_over_artifact": {rule: {way: None if artifact[way] is None else value / artifact[way]
-                                              for way in ("all", "near")} for rule, value in final.items()}}
+                                              for way in ("all", "near")} | {"by_tune": value / by_tune}
+                                       for rule, value in final.items()}}
         rows.append(row)
         print(describe(row), flush=True)
         store.close()
