@@ -25,6 +25,7 @@ def test_the_fastest_checked_model_is_timed_beside_the_final_one_and_the_faster_
     assert saved["records"] == ("trial 6" if checked < final else "final")
     plain = finish(tiny_mlp, MemoryDatabase(), str(tmp_path / "plain"), compare_torch=False, timing_rounds=3)
     assert plain.metadata["records"] == "final" and "checked_records_latency_s" not in plain.metadata
+    assert plain.since_check is None and done.since_check == {"trials": 6, "read_s": 1.0, "timed_s": checked}
 
 
 @pytest.mark.tvm
@@ -41,5 +42,8 @@ def test_the_model_a_check_compiled_from_the_final_records_is_not_compiled_again
                   on_phase=phases.append, built=Checked(1.0, compiled, max_error, trials=6))
     assert not any(phase.startswith("compiling") for phase in phases) and phases  # timed, not compiled
     assert done.metadata["records"] == "final" and 0 < done.tuned_latency < 0.01  # timed, not the check's 1 s
+    # how fast the machine runs now against the check: the check's model timed here over what it read then
+    assert done.since_check == done.metadata["since_check"] == {"trials": 6, "read_s": 1.0,
+                                                                "timed_s": done.tuned_latency}
     saved = compiler.load(str(tmp_path / "out"))
     assert compiler.verify(saved, tiny_mlp.inputs, tiny_mlp.reference_outputs) < 1e-4

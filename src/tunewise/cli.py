@@ -345,6 +345,9 @@ def _cmd_tune(args) -> int:
         ratio = result.ratios.get(key, result.tuned_latency / latency)  # in the same rounds, where timed in turn
         print(f"{name:16s} {latency * 1e3:.3f} ms (tuned TVM is {relation(ratio, 1.0)})")
     print(f"timed as         {result.timing}")
+    slower = _slower_than_while_tuning(result.since_check)
+    if slower:
+        print(f"slow stretch     {slower}")
     if result.measured:
         print(f"while tuning     {', '.join(map(_check_text, result.measured))} (compiled, checked and timed as above)")
     if result.stopped_by:
@@ -506,6 +509,19 @@ def _cmd_report(args) -> int:
     summaries = [report.summarize(store, run) for run in runs]
     print(f"wrote {report.write(summaries, args.output)}")
     return 0
+
+
+def _slower_than_while_tuning(since_check: dict | None) -> str:
+    """What the summary says where the model a check read while tuning timed over
+    :data:`~tunewise.checks.SLOW_STRETCH` times that reading after tuning (``since_check``:
+    :attr:`tunewise.finish.Finished.since_check`): the machine runs slower than it did, and so do the models
+    timed after tuning; nothing otherwise."""
+    if since_check is None or since_check["timed_s"] <= checks.SLOW_STRETCH * since_check["read_s"]:
+        return ""
+    read, timed = since_check["read_s"], since_check["timed_s"]
+    return (f"the model checked after {since_check['trials']} trials timed {timed * 1e3:.3f} ms here against "
+            f"{read * 1e3:.3f} ms while tuning ({timed / read:.2f}x): the machine runs slower now, and so do the "
+            "models timed above")
 
 
 def _check_text(point) -> str:

@@ -22,7 +22,10 @@ class Finished:
     by their names in :data:`tunewise.timing.REFERENCES` (``None``: not timed), how the latencies were
     timed, and the tuned latency's ``ratios`` to the references timed, by name: the median over the rounds of
     its time over the reference's in the same round (:class:`tunewise.timing.SideBySide`), which the
-    metadata hold as ``ratios``."""
+    metadata hold as ``ratios``. ``since_check`` (``None``: no model a check read was timed) says how fast the
+    machine runs now against while tuning: of a model a check read (the ``checked`` or the ``built`` one), the
+    run's ``trials`` at that check, the latency the check read (``read_s``) and its median time here
+    (``timed_s``); the metadata hold it too."""
 
     artifact: str
     metadata: dict
@@ -32,6 +35,7 @@ class Finished:
     references: dict
     timing: str
     ratios: dict[str, float]
+    since_check: dict | None = None
 
 
 def finish(model, database, output: str, *, source=None, example_inputs=None, seed: int = 0,
@@ -82,6 +86,9 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
         if latency["checked"] < tuned_latency:
             compiled, tuned_latency, max_error = checked.compiled, latency["checked"], checked.max_error
             chosen["records"], kept = f"trial {checked.trials}", "checked"
+    anchor = ("checked", checked) if checked is not None else ("tuned", built) if built is not None else None
+    since_check = None if anchor is None else {"trials": anchor[1].trials, "read_s": anchor[1].latency,
+                                               "timed_s": latency[anchor[0]]}
     how = timings.describe(side.rounds, references=compare_torch, models=tuple(timed_models))
     timed = dict.fromkeys(timings.REFERENCES) | side.references
     compiled.metadata.update(
@@ -89,10 +96,10 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
         **compiler.io_metadata(model.inputs, model.reference_outputs, model.mod),
         latency_s=tuned_latency, untuned_latency_s=untuned_latency, **chosen,
         **{f"{name}_latency_s": latency for name, latency in timed.items()}, ratios=ratios[kept], timing=how,
-        max_relative_error=max_error,
+        max_relative_error=max_error, since_check=since_check,
         device=targets.cuda_description() if targets.is_gpu(model.target) else None,
     )
     compiled.save(output)
     with open(os.path.join(output, compiler.METADATA)) as f:
         saved = json.load(f)
-    return Finished(output, saved, untuned_latency, tuned_latency, max_error, timed, how, ratios[kept])
+    return Finished(output, saved, untuned_latency, tuned_latency, max_error, timed, how, ratios[kept], since_check)

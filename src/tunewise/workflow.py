@@ -69,6 +69,7 @@ class TuneResult:
     final_latency: float | None = None  # the final records' latency, timed beside a check's (None: not timed)
     untuned_estimate: float = math.inf  # the untuned model's latency, estimated from its tasks' default latencies
     ratios: dict[str, float] = field(default_factory=dict)  # tuned over each reference, per round timed in turn
+    since_check: dict | None = None  # a model a check read, timed again after tuning (tunewise.finish.Finished)
 
     def references(self) -> dict[str, float]:
         """The references timed beside the tuned model, by their names in :data:`tunewise.timing.REFERENCES`."""
@@ -313,7 +314,7 @@ def _result(summary: RunSummary, done: Finished, *, name: str, phases: dict[str,
                       cuda_graph_latency=timed["cuda_graph"], aot_latency=timed["aot"],
                       joules_parts=joules_parts, records=done.metadata.get("records", "final"),
                       final_latency=done.metadata.get("final_records_latency_s"), untuned_estimate=summary.untuned,
-                      ratios=done.ratios)
+                      ratios=done.ratios, since_check=done.since_check)
 
 
 def _energy_parts(meter) -> dict[str, float]:
