@@ -86,9 +86,8 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
         if latency["checked"] < tuned_latency:
             compiled, tuned_latency, max_error = checked.compiled, latency["checked"], checked.max_error
             chosen["records"], kept = f"trial {checked.trials}", "checked"
-    anchor = ("checked", checked) if checked is not None else ("tuned", built) if built is not None else None
-    since_check = None if anchor is None else {"trials": anchor[1].trials, "read_s": anchor[1].latency,
-                                               "timed_s": latency[anchor[0]]}
+    which, read = ("checked", checked) if checked is not None else ("tuned", built)  # a model a check read
+    since_check = None if read is None else {"trials": read.trials, "read_s": read.latency, "timed_s": latency[which]}
     how = timings.describe(side.rounds, references=compare_torch, models=tuple(timed_models))
     timed = dict.fromkeys(timings.REFERENCES) | side.references
     compiled.metadata.update(
