@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tunewise import cli, stores, timing
-from tunewise.report import summarize
+from tunewise.report import check_text, summarize
 
 
 def _one_line_error(capsys, argv):
@@ -76,10 +76,10 @@ def test_duration_parsing():
 
 
 def test_the_summary_says_which_checks_read_the_previous_checks_model():
-    assert cli._check_text(stores.ModelLatency(378.0, 400, 13.6e-3, 20.0, timed=13.6e-3)) == "13.600 ms at 378s"
-    assert (cli._check_text(stores.ModelLatency(545.0, 700, 12.8e-3, 20.0, timed=18.6e-3, to_previous=0.94))
+    assert check_text(stores.ModelLatency(378.0, 400, 13.6e-3, 20.0, timed=13.6e-3)) == "13.600 ms at 378s"
+    assert (check_text(stores.ModelLatency(545.0, 700, 12.8e-3, 20.0, timed=18.6e-3, to_previous=0.94))
             == "12.800 ms at 545s (itself 18.600 ms, in a slow stretch)")
-    assert cli._check_text(stores.ModelLatency(9.0, 4, float("inf"), 3.0, message="output 0 differs")) == (
+    assert check_text(stores.ModelLatency(9.0, 4, float("inf"), 3.0, message="output 0 differs")) == (
         "failed at 9s (output 0 differs)")
 
 

@@ -349,7 +349,9 @@ def _cmd_tune(args) -> int:
     if slower:
         print(f"slow stretch     {slower}")
     if result.measured:
-        print(f"while tuning     {', '.join(map(_check_text, result.measured))} (compiled, checked and timed as above)")
+        from tunewise.report import check_text
+
+        print(f"while tuning     {', '.join(map(check_text, result.measured))} (compiled, checked and timed as above)")
     if result.stopped_by:
         print(f"stopped          {result.stopped_by}")
     if result.joules is not None:
@@ -522,18 +524,6 @@ def _slower_than_while_tuning(since_check: dict | None) -> str:
     return (f"the model checked after {since_check['trials']} trials timed {timed * 1e3:.3f} ms here against "
             f"{read * 1e3:.3f} ms while tuning ({timed / read:.2f}x): the machine runs slower now, and so do the "
             "models timed above")
-
-
-def _check_text(point) -> str:
-    """A whole-model check (:class:`~tunewise.stores.ModelLatency`) as the summary shows it, saying so where its
-    latency was read from the previous check's model, its own time coming in a slow stretch of the machine
-    (:func:`tunewise.checks.reading`)."""
-    if not math.isfinite(point.latency):
-        return f"failed at {point.elapsed:.0f}s ({point.message})"
-    text = f"{point.latency * 1e3:.3f} ms at {point.elapsed:.0f}s"
-    if point.in_slow_stretch:
-        text += f" (itself {point.timed * 1e3:.3f} ms, in a slow stretch)"
-    return text
 
 
 def _cmd_records(args) -> int:

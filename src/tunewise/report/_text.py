@@ -16,6 +16,18 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f}" if math.isfinite(seconds) else "-"
 
 
+def check_text(point) -> str:
+    """A whole-model check (:class:`~tunewise.stores.ModelLatency`) as a summary shows it, saying so where its
+    latency was read from the previous check's model, its own time coming in a slow stretch of the machine
+    (:func:`tunewise.checks.reading`)."""
+    if not math.isfinite(point.latency):
+        return f"failed at {point.elapsed:.0f}s ({point.message})"
+    text = f"{ms(point.latency)} ms at {point.elapsed:.0f}s"
+    if point.in_slow_stretch:
+        text += f" (itself {ms(point.timed)} ms, in a slow stretch)"
+    return text
+
+
 def short(name: str, chars: int = 40) -> str:
     """``name`` cut in the middle to at most ``chars`` characters: task names that share a long prefix keep
     the suffix that tells them apart (``fused_conv2d_add_relu_3``)."""
@@ -75,9 +87,7 @@ def run_table(summary: RunSummary) -> list[str]:
     if skipped:
         lines.append(f"{skipped} proposals skipped by the candidate filter ({r.settings.get('candidate_filter')})")
     if summary.measured:
-        lines.append("model latency measured while tuning: " + ", ".join(
-            f"{ms(m.latency)} ms at {m.elapsed:.0f}s" if math.isfinite(m.latency) else f"failed at {m.elapsed:.0f}s"
-            for m in summary.measured))
+        lines.append("model latency measured while tuning: " + ", ".join(map(check_text, summary.measured)))
     for f in summary.forecasts():
         lines.append(f"forecast after {f.elapsed:.0f}s (slot {f.slot}), budget end at {f.budget_end:.0f}s: {f.line()}")
     lines += [f"{'task':40s} {'weight':>6s} {'trials':>6s} {'failed':>6s} {'default ms':>10s} {'best ms':>9s} "
