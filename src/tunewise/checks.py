@@ -64,6 +64,12 @@ class Checked:
     to_previous: float | None = None
 
 
+def in_slow_stretch(timed: float, expected: float) -> bool:
+    """Whether a model timed ``timed`` seconds where a reading of the machine as it was says ``expected`` was
+    timed in a slow stretch: over :data:`SLOW_STRETCH` times ``expected``."""
+    return timed > SLOW_STRETCH * expected
+
+
 def reading(timed: float, previous: float | None = None, to_previous: float | None = None) -> float:
     """The latency (seconds) a check reads from its model's own median time ``timed`` and, where a check came
     before, that check's latency ``previous`` and the median ratio ``to_previous`` of the two models' times in
@@ -72,7 +78,7 @@ def reading(timed: float, previous: float | None = None, to_previous: float | No
     if previous is None or to_previous is None:
         return timed
     scaled = previous * to_previous
-    return scaled if timed > SLOW_STRETCH * scaled else timed
+    return scaled if in_slow_stretch(timed, scaled) else timed
 
 
 class ModelCheck:

@@ -514,11 +514,10 @@ def _cmd_report(args) -> int:
 
 
 def _slower_than_while_tuning(since_check: dict | None) -> str:
-    """What the summary says where the model a check read while tuning timed over
-    :data:`~tunewise.checks.SLOW_STRETCH` times that reading after tuning (``since_check``:
-    :attr:`tunewise.finish.Finished.since_check`): the machine runs slower than it did, and so do the models
-    timed after tuning; nothing otherwise."""
-    if since_check is None or since_check["timed_s"] <= checks.SLOW_STRETCH * since_check["read_s"]:
+    """What the summary says where ``since_check`` (:attr:`tunewise.finish.Finished.since_check`) finds the model
+    a check read while tuning timed in a slow stretch after tuning (:func:`tunewise.checks.in_slow_stretch`):
+    the machine runs slower than it did, and so do the models timed after tuning; nothing otherwise."""
+    if since_check is None or not checks.in_slow_stretch(since_check["timed_s"], since_check["read_s"]):
         return ""
     read, timed = since_check["read_s"], since_check["timed_s"]
     return (f"the model checked after {since_check['trials']} trials timed {timed * 1e3:.3f} ms here against "
