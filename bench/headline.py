@@ -66,6 +66,7 @@ from tunewise import target as targets
 from tunewise.callbacks import Callback
 from tunewise.checks import ModelCheck
 from tunewise.errors import InputError
+from tunewise.finish import steadiest
 from tunewise.lab.curves import ratio, time_to_quality
 from tunewise.session import Budget
 from tunewise.settings import RunSettings
@@ -149,13 +150,17 @@ def delivered(model, checks: ModelCheck, trials: int, points, references: timing
     earlier check measured, timed side by side in one fresh process (:data:`tunewise.timing.ROUNDS` rounds,
     alternating) in turn with ``references`` in another, and the faster kept, with the references' latencies
     in those rounds (``onnxruntime_ms``, ``eager_ms``) and the kept model's median ratio to each in the same
-    round (``to_onnxruntime``, ``to_eager``; :func:`tunewise.timing.time_side_by_side`). ``None`` when the
-    final check failed."""
+    round (``to_onnxruntime``, ``to_eager``; :func:`tunewise.timing.time_side_by_side`), timed again as
+    ``tune`` does where the model a check read times in a slow stretch (:func:`tunewise.finish.steadiest`, with
+    no time limit; ``timings``: how many were made). ``None`` when the final check failed."""
     final, fastest = checks.holding(trials), checks.fastest_before(trials)
     if final is None:
         return None
     candidates = {"final": final} | ({} if fastest is None else {"fastest_checked": fastest})
-    side = timing.time_side_by_side([c.compiled for c in candidates.values()], model.inputs, references=references)
+    read = list(candidates).index("final" if fastest is None else "fastest_checked")  # the model finish reads
+    side, timings = steadiest(
+        lambda: timing.time_side_by_side([c.compiled for c in candidates.values()], model.inputs,
+                                         references=references), read, list(candidates.values())[read].latency)
     timed = {f"{name}_ms": latency * 1e3 for name, latency in zip(candidates, side.latencies, strict=True)}
     kept = min(candidates, key=lambda name: timed[f"{name}_ms"])
     ratios = side.ratios[list(candidates).index(kept)]
@@ -165,7 +170,8 @@ def delivered(model, checks: ModelCheck, trials: int, points, references: timing
         (tuning_clock(p.elapsed, points) for p in points if p.trials == fastest.trials), None)
     return {**timed, "delivered_ms": timed[f"{kept}_ms"], "records": kept, "rounds": side.rounds, **beside,
             "to_onnxruntime": ratios.get("onnxruntime"), "to_eager": ratios.get("torch_eager"),
-            "fastest_checked_at_s": at, "fastest_checked_trials": None if fastest is None else fastest.trials}
+            "fastest_checked_at_s": at, "fastest_checked_trials": None if fastest is None else fastest.trials,
+            "timings": timings}
 
 
 def tuning_clock(elapsed: float, points) -> float:

@@ -25,7 +25,8 @@ def test_the_fastest_checked_model_is_timed_beside_the_final_one_and_the_faster_
     assert saved["records"] == ("trial 6" if checked < final else "final")
     plain = finish(tiny_mlp, MemoryDatabase(), str(tmp_path / "plain"), compare_torch=False, timing_rounds=3)
     assert plain.metadata["records"] == "final" and "checked_records_latency_s" not in plain.metadata
-    assert plain.since_check is None and done.since_check == {"trials": 6, "read_s": 1.0, "timed_s": checked}
+    assert plain.since_check is None and done.since_check == {"trials": 6, "read_s": 1.0, "timed_s": checked,
+                                                             "timings": 1}
 
 
 @pytest.mark.tvm
@@ -44,6 +45,53 @@ def test_the_model_a_check_compiled_from_the_final_records_is_not_compiled_again
     assert done.metadata["records"] == "final" and 0 < done.tuned_latency < 0.01  # timed, not the check's 1 s
     # how fast the machine runs now against the check: the check's model timed here over what it read then
     assert done.since_check == done.metadata["since_check"] == {"trials": 6, "read_s": 1.0,
-                                                                "timed_s": done.tuned_latency}
+                                                                "timed_s": done.tuned_latency, "timings": 1}
     saved = compiler.load(str(tmp_path / "out"))
     assert compiler.verify(saved, tiny_mlp.inputs, tiny_mlp.reference_outputs) < 1e-4
+
+
+def _timing(*latencies):
+    from tunewise.timing import SideBySide
+
+    return SideBySide(list(latencies), 10)
+
+
+class _Clock:
+    """A clock that a timing moves on by ``took`` seconds."""
+
+    def __init__(self, took: float):
+        self.now, self.took = 0.0, took
+
+    def __call__(self) -> float:
+        return self.now
+
+    def timing(self, side):
+        self.now += self.took
+        return side
+
+
+def test_a_timing_in_a_slow_stretch_is_made_again_and_the_steadiest_kept():
+    from tunewise.finish import RETIMES, steadiest
+
+    # the model a check read at 10 ms is the second: 14 ms (a slow stretch), then 10.2 ms (as fast as it was)
+    timings = iter([_timing(12e-3, 14e-3), _timing(9e-3, 10.2e-3), _timing(1.0, 1.0)])
+    told = []
+    side, count = steadiest(lambda: next(timings), 1, 10e-3, on_retime=told.append)
+    assert (side.latencies, count) == ([9e-3, 10.2e-3], 2) and told == [pytest.approx(1.4)]
+    # slow every time: RETIMES more timings, and the one nearest the reading kept
+    slow = iter([_timing(1.0, 15e-3), _timing(2.0, 13e-3), _timing(3.0, 14e-3), _timing(4.0, 12.5e-3)])
+    side, count = steadiest(lambda: next(slow), 1, 10e-3)
+    assert count == RETIMES + 1 and side.latencies == [2.0, 13e-3]
+    # no model a check read, or one as fast as its reading: one timing
+    assert steadiest(lambda: _timing(5e-3), None, None)[1] == 1
+    assert steadiest(lambda: _timing(10.9e-3), 0, 10e-3)[1] == 1
+
+
+def test_a_timing_again_must_end_by_the_time_budget():
+    from tunewise.finish import steadiest
+
+    clock = _Clock(took=12.0)  # a timing takes 12 s: the second would end at 24 s
+    side, count = steadiest(lambda: clock.timing(_timing(14e-3)), 0, 10e-3, finish_by=20.0, clock=clock)
+    assert count == 1 and side.latencies == [14e-3]
+    clock = _Clock(took=12.0)
+    assert steadiest(lambda: clock.timing(_timing(14e-3)), 0, 10e-3, finish_by=30.0, clock=clock)[1] == 2

@@ -519,10 +519,11 @@ def _slower_than_while_tuning(since_check: dict | None) -> str:
     the machine runs slower than it did, and so do the models timed after tuning; nothing otherwise."""
     if since_check is None or not checks.in_slow_stretch(since_check["timed_s"], since_check["read_s"]):
         return ""
-    read, timed = since_check["read_s"], since_check["timed_s"]
+    read, timed, count = since_check["read_s"], since_check["timed_s"], since_check["timings"]
     return (f"the model checked after {since_check['trials']} trials timed {timed * 1e3:.3f} ms here against "
-            f"{read * 1e3:.3f} ms while tuning ({timed / read:.2f}x): the machine runs slower now, and so do the "
-            "models timed above")
+            f"{read * 1e3:.3f} ms while tuning ({timed / read:.2f}x"
+            + ("" if count == 1 else f", the nearest of {count} timings") + "): the machine runs slower now, and so "
+            "do the models timed above")
 
 
 def _cmd_records(args) -> int:

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from tunewise import compile as compiler
 from tunewise import target as targets
 from tunewise import timing as timings
-from tunewise.checks import Checked
+from tunewise.checks import Checked, in_slow_stretch
+
+RETIMES = 2
+"""Timings after the first, at most, while the model a check read times in a slow stretch (:func:`steadiest`)."""
 
 
 @dataclass(frozen=True)
@@ -24,8 +28,8 @@ class Finished:
     its time over the reference's in the same round (:class:`tunewise.timing.SideBySide`), which the
     metadata hold as ``ratios``. ``since_check`` (``None``: no model a check read was timed) says how fast the
     machine runs now against while tuning: of a model a check read (the ``checked`` or the ``built`` one), the
-    run's ``trials`` at that check, the latency the check read (``read_s``) and its median time here
-    (``timed_s``); the metadata hold it too."""
+    run's ``trials`` at that check, the latency the check read (``read_s``), its median time here (``timed_s``)
+    and how many ``timings`` were made (:func:`steadiest`); the metadata hold it too."""
 
     artifact: str
     metadata: dict
@@ -41,7 +45,7 @@ class Finished:
 def finish(model, database, output: str, *, source=None, example_inputs=None, seed: int = 0,
            compare_torch: bool = True, timing_rounds: int = timings.ROUNDS, metadata: dict | None = None,
            on_phase: Callable[[str], None] = lambda phase: None, checked: Checked | None = None,
-           built: Checked | None = None, time_untuned: bool = False) -> Finished:
+           built: Checked | None = None, time_untuned: bool = False, finish_by: float | None = None) -> Finished:
     """Compile ``model`` (an :class:`~tunewise.tasks.ExtractedModel` with its run's default latencies) with
     ``database``'s best records that beat them, check its outputs against the reference, time it in a fresh
     process (``timing_rounds`` rounds at most), with ``compare_torch`` also the references of ``source`` (and
@@ -61,7 +65,12 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
     latencies.
 
     ``built`` is the model of ``database``'s records as a check after the run's last trial compiled and verified
-    it: the tuned model, not compiled again (on ResNet-18, a 14 s build)."""
+    it: the tuned model, not compiled again (on ResNet-18, a 14 s build).
+
+    Where the model a check read (``checked``, else ``built``) times in a slow stretch of the machine, over
+    1.1x what its check read, all are timed again while another timing ends by ``finish_by`` (a
+    :func:`time.perf_counter` time: the command's time budget; ``None``: no limit), :data:`RETIMES` times at
+    most, and the timing where it ran nearest its reading is kept (:func:`steadiest`)."""
     untuned = None
     if time_untuned:
         on_phase("compiling the untuned model")
@@ -76,7 +85,16 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
     on_phase(f"timing the {' and '.join(timed_models)} model{'s' if len(timed_models) > 1 else ''}"
              + (" and the references" if compare_torch else "") + " in fresh processes")
     references = timings.References(source, example_inputs, seed) if compare_torch else None
-    side = timings.time_side_by_side(list(timed_models.values()), model.inputs, timing_rounds, references=references)
+    which, read = ("checked", checked) if checked is not None else ("tuned", built)  # a model a check read
+    read_index = list(timed_models).index(which) if read is not None else None
+
+    def retiming(slower: float) -> None:
+        on_phase(f"timing again: the model a check read ran {slower:.2f}x that reading, the machine in a slow stretch")
+
+    side, count = steadiest(
+        lambda: timings.time_side_by_side(list(timed_models.values()), model.inputs, timing_rounds,
+                                          references=references),
+        read_index, None if read is None else read.latency, finish_by=finish_by, on_retime=retiming)
     latency = dict(zip(timed_models, side.latencies, strict=True))
     ratios = dict(zip(timed_models, side.ratios, strict=True))
     untuned_latency, tuned_latency, kept = latency.get("untuned"), latency["tuned"], "tuned"
@@ -86,9 +104,11 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
         if latency["checked"] < tuned_latency:
             compiled, tuned_latency, max_error = checked.compiled, latency["checked"], checked.max_error
             chosen["records"], kept = f"trial {checked.trials}", "checked"
-    which, read = ("checked", checked) if checked is not None else ("tuned", built)  # a model a check read
-    since_check = None if read is None else {"trials": read.trials, "read_s": read.latency, "timed_s": latency[which]}
+    since_check = None if read is None else {
+        "trials": read.trials, "read_s": read.latency, "timed_s": latency[which], "timings": count}
     how = timings.describe(side.rounds, references=compare_torch, models=tuple(timed_models))
+    if count > 1:
+        how += f"; the steadiest of {count} timings, the machine in a slow stretch"
     timed = dict.fromkeys(timings.REFERENCES) | side.references
     compiled.metadata.update(
         model=model.name, **(metadata or {}),
@@ -102,3 +122,26 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
     with open(os.path.join(output, compiler.METADATA)) as f:
         saved = json.load(f)
     return Finished(output, saved, untuned_latency, tuned_latency, max_error, timed, how, ratios[kept], since_check)
+
+
+def steadiest(time_once: Callable[[], timings.SideBySide], read: int | None, reading: float | None, *,
+              finish_by: float | None = None, on_retime: Callable[[float], None] = lambda slower: None,
+              clock: Callable[[], float] = time.perf_counter) -> tuple[timings.SideBySide, int]:
+    """The compiled models timed by ``time_once``, and how many timings that took. Where the model at index
+    ``read`` (``None``: none) is one a check read at ``reading`` seconds and times in a slow stretch of the
+    machine (:func:`tunewise.checks.in_slow_stretch`), they are timed again (``on_retime`` told first, with that
+    model's time over its reading), :data:`RETIMES` times at most and while another timing as long as the last
+    ends by ``finish_by`` (a ``clock`` time; ``None``: no limit); of the timings, the one where that model ran
+    nearest its reading is kept. A slow stretch on a shared host lasts from seconds to minutes, and slows a
+    model 1.15x-1.75x: a timing in one says how fast the machine ran then, not the model."""
+    timed: list[timings.SideBySide] = []
+    while True:
+        started = clock()
+        timed.append(time_once())
+        took = clock() - started
+        if read is None or not in_slow_stretch(timed[-1].latencies[read], reading) or len(timed) > RETIMES:
+            break
+        if finish_by is not None and clock() + took > finish_by:
+            break
+        on_retime(timed[-1].latencies[read] / reading)
+    return min(timed, key=lambda side: side.latencies[read]) if read is not None else timed[0], len(timed)

@@ -289,7 +289,7 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
                       latency_estimate_history=[list(point) for point in loop.history]),
                   checked=None if loop.checker is None else loop.checker.fastest_before(final.trials),
                   built=None if loop.checker is None else loop.checker.holding(final.trials),
-                  time_untuned=time_untuned)
+                  time_untuned=time_untuned, finish_by=end)
     store.add_artifact(run, output, done.metadata)
     store.set_status(run, stores.FINISHED)
     phases["compile"] = time.perf_counter() - start - sum(phases.values())
