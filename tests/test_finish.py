@@ -57,17 +57,21 @@ def _timing(*latencies):
 
 
 class _Clock:
-    """A clock that a timing moves on by ``took`` seconds."""
+    """A clock that a timing moves on by ``took`` seconds, and a sleep by the seconds it sleeps."""
 
     def __init__(self, took: float):
-        self.now, self.took = 0.0, took
+        self.now, self.took, self.starts = 0.0, took, []
 
     def __call__(self) -> float:
         return self.now
 
     def timing(self, side):
+        self.starts.append(self.now)
         self.now += self.took
         return side
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def test_a_timing_in_a_slow_stretch_is_made_again_and_the_steadiest_kept():
@@ -76,22 +80,33 @@ def test_a_timing_in_a_slow_stretch_is_made_again_and_the_steadiest_kept():
     # the model a check read at 10 ms is the second: 14 ms (a slow stretch), then 10.2 ms (as fast as it was)
     timings = iter([_timing(12e-3, 14e-3), _timing(9e-3, 10.2e-3), _timing(1.0, 1.0)])
     told = []
-    side, count = steadiest(lambda: next(timings), 1, 10e-3, on_retime=told.append)
+    side, count = steadiest(lambda: next(timings), 1, 10e-3, on_retime=told.append, sleep=lambda seconds: None)
     assert (side.latencies, count) == ([9e-3, 10.2e-3], 2) and told == [pytest.approx(1.4)]
     # slow every time: RETIMES more timings, and the one nearest the reading kept
     slow = iter([_timing(1.0, 15e-3), _timing(2.0, 13e-3), _timing(3.0, 14e-3), _timing(4.0, 12.5e-3)])
-    side, count = steadiest(lambda: next(slow), 1, 10e-3)
+    side, count = steadiest(lambda: next(slow), 1, 10e-3, sleep=lambda seconds: None)
     assert count == RETIMES + 1 and side.latencies == [2.0, 13e-3]
     # no model a check read, or one as fast as its reading: one timing
     assert steadiest(lambda: _timing(5e-3), None, None)[1] == 1
     assert steadiest(lambda: _timing(10.9e-3), 0, 10e-3)[1] == 1
 
 
-def test_a_timing_again_must_end_by_the_time_budget():
-    from tunewise.finish import steadiest
+def test_timings_again_are_spaced_and_must_end_by_the_time_budget():
+    from tunewise.finish import RETIME_SPACING, RETIMES, steadiest
 
-    clock = _Clock(took=12.0)  # a timing takes 12 s: the second would end at 24 s
-    side, count = steadiest(lambda: clock.timing(_timing(14e-3)), 0, 10e-3, finish_by=20.0, clock=clock)
+    clock = _Clock(took=5.0)  # a short timing: the next starts RETIME_SPACING after it began
+    assert steadiest(lambda: clock.timing(_timing(14e-3)), 0, 10e-3, clock=clock, sleep=clock.sleep)[1] == RETIMES + 1
+    assert clock.starts == [i * RETIME_SPACING for i in range(RETIMES + 1)]
+    clock = _Clock(took=30.0)  # a long one: the next starts at once
+    steadiest(lambda: clock.timing(_timing(14e-3)), 0, 10e-3, clock=clock, sleep=clock.sleep)
+    assert clock.starts == [0.0, 30.0, 60.0]
+    clock = _Clock(took=30.0)  # the second would end at 60 s
+    side, count = steadiest(lambda: clock.timing(_timing(14e-3)), 0, 10e-3, finish_by=50.0, clock=clock,
+                            sleep=clock.sleep)
     assert count == 1 and side.latencies == [14e-3]
-    clock = _Clock(took=12.0)
-    assert steadiest(lambda: clock.timing(_timing(14e-3)), 0, 10e-3, finish_by=30.0, clock=clock)[1] == 2
+    clock = _Clock(took=5.0)  # the second would start at RETIME_SPACING and end 5 s later
+    assert steadiest(lambda: clock.timing(_timing(14e-3)), 0, 10e-3, finish_by=RETIME_SPACING + 4.0, clock=clock,
+                     sleep=clock.sleep)[1] == 1
+    clock = _Clock(took=5.0)
+    assert steadiest(lambda: clock.timing(_timing(14e-3)), 0, 10e-3, finish_by=RETIME_SPACING + 5.0, clock=clock,
+                     sleep=clock.sleep)[1] == 2

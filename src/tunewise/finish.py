@@ -17,6 +17,8 @@ from tunewise.checks import Checked, in_slow_stretch
 
 RETIMES = 2
 """Timings after the first, at most, while the model a check read times in a slow stretch (:func:`steadiest`)."""
+RETIME_SPACING = 20.0
+"""Seconds from the start of a timing to the start of the next, at least (:func:`steadiest`)."""
 
 
 @dataclass(frozen=True)
@@ -126,14 +128,16 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
 
 def steadiest(time_once: Callable[[], timings.SideBySide], read: int | None, reading: float | None, *,
               finish_by: float | None = None, on_retime: Callable[[float], None] = lambda slower: None,
-              clock: Callable[[], float] = time.perf_counter) -> tuple[timings.SideBySide, int]:
+              clock: Callable[[], float] = time.perf_counter,
+              sleep: Callable[[float], None] = time.sleep) -> tuple[timings.SideBySide, int]:
     """The compiled models timed by ``time_once``, and how many timings that took. Where the model at index
     ``read`` (``None``: none) is one a check read at ``reading`` seconds and times in a slow stretch of the
     machine (:func:`tunewise.checks.in_slow_stretch`), they are timed again (``on_retime`` told first, with that
-    model's time over its reading), :data:`RETIMES` times at most and while another timing as long as the last
-    ends by ``finish_by`` (a ``clock`` time; ``None``: no limit); of the timings, the one where that model ran
-    nearest its reading is kept. A slow stretch on a shared host lasts from seconds to minutes, and slows a
-    model 1.15x-1.75x: a timing in one says how fast the machine ran then, not the model."""
+    model's time over its reading), :data:`RETIMES` times at most, each timing starting
+    :data:`RETIME_SPACING` seconds after the one before at the earliest, and while another timing as long as
+    the last ends by ``finish_by`` (a ``clock`` time; ``None``: no limit); of the timings, the one where that
+    model ran nearest its reading is kept. A slow stretch on a shared host lasts from seconds to minutes and
+    slows a model 1.15x-1.75x: a timing in one says how fast the machine ran then, not the model."""
     timed: list[timings.SideBySide] = []
     while True:
         started = clock()
@@ -141,7 +145,9 @@ def steadiest(time_once: Callable[[], timings.SideBySide], read: int | None, rea
         took = clock() - started
         if read is None or not in_slow_stretch(timed[-1].latencies[read], reading) or len(timed) > RETIMES:
             break
-        if finish_by is not None and clock() + took > finish_by:
+        wait = max(0.0, started + RETIME_SPACING - clock())
+        if finish_by is not None and clock() + wait + took > finish_by:
             break
         on_retime(timed[-1].latencies[read] / reading)
+        sleep(wait)
     return min(timed, key=lambda side: side.latencies[read]) if read is not None else timed[0], len(timed)
