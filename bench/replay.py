@@ -20,7 +20,8 @@ table gives each scheduler's time to come within 5 % and 1 % of it (median over 
 not reached) and the ratio of its median to gradient's, to the oracle's and to the clairvoyant bound's
 (below 1 is faster). The bound (:func:`tunewise.lab.oracles.fastest_allocation`, last row) is the recorded
 cost of the cheapest whole-slot prefixes that reach the goal: no scheduler reaches it sooner, so gradient's
-time over the bound's is the most any scheduler could gain on gradient. A second table shows the way
+time over the bound's is the most any scheduler could gain on gradient. Decision times are given a slot and as
+a share of the replayed tuning time. A second table shows the way
 there: the median time to within 100 % (twice the best), 25 %, 10 % and 5 %. Writes ``OUT.json`` (settings,
 per-seed curves and times, bounds, summary) and ``OUT.png`` (model latency over the best reachable against
 tuning time, median over seeds, the bound's median times marked on the goal lines).
@@ -114,6 +115,8 @@ def summarise(runs: dict, bound: list[dict]) -> dict:
     for name, s in summary.items():
         s["decision_ms_per_slot"] = 1e3 * sum(r["decision_seconds"] for r in runs[name]) / max(
             sum(r["slots"] for r in runs[name]), 1)
+        s["decision_share"] = sum(r["decision_seconds"] for r in runs[name]) / max(
+            sum(r["curve"][-1][0] for r in runs[name]), 1e-9)
     summary["bound"] = {key: spread([b[key] for b in bound]) for key in keys}
     for s in summary.values():
         for ref in ("gradient", "oracle", "bound"):
@@ -142,10 +145,11 @@ def table(summary: dict) -> str:
         return ratio(vs.get("time_to_5pct")) + "/" + ratio(vs.get("time_to_1pct"))
 
     head = (f"{'scheduler':28s} {'to 5 % (s)':>18s} {'to 1 % (s)':>18s} {'x gradient':>12s} {'x oracle':>12s}"
-            f" {'x bound':>12s} {'decide ms/slot':>15s}")
+            f" {'x bound':>12s} {'decide ms/slot':>15s} {'% of time':>10s}")
     lines = [head, "-" * len(head)]
     for name, s in summary.items():
-        decide = f"{s['decision_ms_per_slot']:15.2f}" if "decision_ms_per_slot" in s else f"{'-':>15s}"
+        decide = (f"{s['decision_ms_per_slot']:15.2f} {100 * s['decision_share']:10.3f}" if "decision_share" in s
+                  else f"{'-':>15s} {'-':>10s}")
         lines.append(f"{name:28s} {fmt(s['time_to_5pct']):>18s} {fmt(s['time_to_1pct']):>18s} "
                      f"{ratios(s, 'gradient'):>12s} {ratios(s, 'oracle'):>12s} {ratios(s, 'bound'):>12s} {decide}")
     goals = EARLY_GOALS + GOALS[:1]
