@@ -29,7 +29,7 @@ import tempfile
 import headline
 import provenance
 
-from tunewise import frontend, prepare, tasks, tvm_env
+from tunewise import frontend, prepare, tasks, timing, tvm_env
 from tunewise import target as targets
 from tunewise.lab.curves import time_to_quality
 from tunewise.session import Budget
@@ -70,7 +70,8 @@ def main() -> None:
                     settings = dataclasses.replace(base, scheduler=scheduler)
                     url = ("sqlite://" if args.keep_stores is None
                            else f"sqlite:///{os.path.abspath(args.keep_stores)}/{name}-{scheduler}.db")
-                    entry[scheduler] = headline.run_ours(model, settings, measurer, seconds, times, url)
+                    entry[scheduler] = headline.run_ours(model, settings, measurer, seconds, times, url,
+                                                         timing.References(source, seed=args.seed))
                     entry[scheduler]["provenance"] = provenance.stamp()
                     if all(s in entry for s in names):
                         goal, reached = time_to_quality({s: entry[s]["compiled"] for s in names}, within=0.05)
