@@ -83,16 +83,21 @@ def variants() -> dict:
     return out
 
 
-def over_bound(trace: rp.Trace, make) -> float:
-    """The variant's median time to within :data:`GOAL` over the bound's median, over the trace's seeds."""
-    times, bounds = [], []
+def bound_seconds(trace: rp.Trace) -> float:
+    """The bound's median time to within :data:`GOAL` over the trace's seeds."""
+    return statistics.median(
+        oracles.fastest_allocation(trace, (1 + GOAL) * trace.best_reachable(seed), seed_index=seed).seconds
+        for seed in range(trace.seeds))
+
+
+def median_seconds(trace: rp.Trace, make) -> float:
+    """The variant's median time to within :data:`GOAL` over the trace's seeds (``inf`` where not reached)."""
+    times = []
     for seed in range(trace.seeds):
-        best = trace.best_reachable(seed)
         run = rp.replay(trace, make(seed), seed_index=seed)
-        reached = rp.time_to_within(run.history, best, GOAL)
+        reached = rp.time_to_within(run.history, trace.best_reachable(seed), GOAL)
         times.append(math.inf if reached is None else reached)
-        bounds.append(oracles.fastest_allocation(trace, (1 + GOAL) * best, seed_index=seed).seconds)
-    return statistics.median(times) / statistics.median(bounds)
+    return statistics.median(times)
 
 
 def geomean(values) -> float:
@@ -113,7 +118,8 @@ def main() -> None:
     for path in paths:
         trace = rp.Trace.load(path)
         name = os.path.basename(path).removesuffix(".json.gz")
-        ratios[name] = {variant: over_bound(trace, make) for variant, make in makers.items()}
+        bound = bound_seconds(trace)
+        ratios[name] = {variant: median_seconds(trace, make) / bound for variant, make in makers.items()}
         print(f"{name:26s} " + " ".join(f"{r:6.2f}" for r in ratios[name].values()), flush=True)
     groups = {"development": [m for m in ratios if m not in kept_out], "kept out": [m for m in ratios if m in kept_out]}
     summary = {group: {name: geomean(ratios[m][name] for m in models) for name in makers}
