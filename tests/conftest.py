@@ -233,6 +233,25 @@ def uncompilable_model():
 
 
 @pytest.fixture(scope="session")
+def mistranslated_model():
+    """An imported model whose reference outputs are not what TVM computes of it, as where TVM imports an
+    operator otherwise than its framework runs it: it computes ``relu(x) + x``, its reference says ``2 x``."""
+    import numpy as np
+    from tvm import relax
+
+    from tunewise import frontend
+
+    builder = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4, 8), "float32"))
+    with builder.function("main", [x]):
+        with builder.dataflow():
+            out = builder.emit_output(relax.op.add(builder.emit(relax.op.nn.relu(x)), x))
+        builder.emit_func_output(out)
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    return frontend.ImportedModel("mistranslated", builder.get(), (x,), (2 * x,))
+
+
+@pytest.fixture(scope="session")
 def tuned_store(tiny_mlp, measurer, tmp_path_factory):
     """A SQLite store with two short real tuning runs of tiny-mlp, of different schedulers.
 

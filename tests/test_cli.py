@@ -183,6 +183,26 @@ def test_an_operator_no_level_compiles_stops_tune_in_seconds(capsys, tmp_path, m
     assert stores.create(url).get_runs() == [] and not out.exists()  # no run was started, nothing tuned
 
 
+@pytest.mark.tvm
+@pytest.mark.timing
+def test_a_model_tvm_computes_otherwise_stops_tune_at_its_first_check(capsys, tmp_path, monkeypatch,
+                                                                      mistranslated_model):
+    from tunewise import frontend
+
+    monkeypatch.setattr(frontend, "load", lambda *args, **kwargs: mistranslated_model)
+    url, out = f"sqlite:///{tmp_path}/tunewise.db", tmp_path / "artifact"
+    start = time.perf_counter()
+    code = cli.main(["tune", "tiny-mlp", "--time-budget", "3m", "--check-every", "5s", "--no-references",
+                     "--store", url, "-o", str(out)])
+    assert time.perf_counter() - start < 90  # not the budget: at the first check
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and error.startswith("tunewise: error: the model TVM compiles differs from the original "
+                                          "before any tuning")
+    store = stores.create(url)
+    (run,) = store.get_runs()
+    assert store.get_trials(run.id, records=False) and not out.exists()  # what was measured is kept, nothing saved
+
+
 def test_streams_prints_a_plan(capsys):
     assert cli.main(["streams", "inception-cells"]) == 0
     out = capsys.readouterr().out

@@ -5,7 +5,7 @@ import pytest
 
 from tunewise import artifact, frontend, tasks, timing
 from tunewise import compile as compiler
-from tunewise.errors import InputError, ModelInputError, VerificationError
+from tunewise.errors import ImportMismatchError, InputError, ModelInputError, VerificationError
 
 pytestmark = pytest.mark.tvm
 
@@ -62,6 +62,19 @@ def test_verify_rejects_wrong_outputs(tiny_mlp):
         compiler.verify(compiled, tiny_mlp.inputs, wrong)
     with pytest.raises(VerificationError, match="shape"):
         compiler.verify(compiled, tiny_mlp.inputs, (wrong[0][:, :3],))
+
+
+def test_a_mismatch_is_put_down_to_the_import_only_where_the_untuned_model_shares_it(
+        tiny_mlp, mistranslated_model, host_target):
+    model = tasks.extract(mistranslated_model, host_target)
+    with pytest.raises(VerificationError) as raised:
+        compiler.compile_checked(model)
+    explained = compiler.explain_mismatch(model, raised.value)
+    assert isinstance(explained, ImportMismatchError) and "before any tuning" in str(explained)
+    assert "output 0 differs from the reference" in str(explained)
+    told = VerificationError("output 0 differs from the reference: max error 1 (scale 1)")
+    explained = compiler.explain_mismatch(tiny_mlp, told)  # tiny-mlp compiles right untuned: a tuned schedule's
+    assert type(explained) is VerificationError and "without tuning records matches" in str(explained)
 
 
 def test_load_rejects_non_artifacts(tmp_path):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tunewise import artifact, logs, signature, tvm_env
-from tunewise.errors import InputError, TargetError, VerificationError, message_line
+from tunewise.errors import ImportMismatchError, InputError, TargetError, VerificationError, message_line
 from tunewise.target import check_runnable
 
 METADATA = artifact.METADATA
@@ -216,6 +216,23 @@ def compile_checked(model, database=None) -> tuple[CompiledModel, float]:
     outputs (:func:`verify`): the compiled model and its largest relative error."""
     compiled = CompiledModel(build(model, database), model.target)
     return compiled, verify(compiled, model.inputs, model.reference_outputs)
+
+
+def explain_mismatch(model, err: VerificationError) -> VerificationError:
+    """``err`` (``model``'s outputs, compiled with tuning records, differ from the reference) with its cause, the
+    model compiled without records checked too: an :class:`~tunewise.errors.ImportMismatchError` where that
+    differs as well (TVM computes the model otherwise than its framework, whatever the tuning); else ``err``
+    saying that the untuned model matches (a tuned schedule changed a result). ``err`` unchanged when the
+    untuned model does not build."""
+    try:
+        compile_checked(model)
+    except VerificationError as untuned:
+        return ImportMismatchError(f"the model TVM compiles differs from the original before any tuning, so no "
+                                   f"tuning can mend it (an operator TVM imports or compiles otherwise): {untuned}")
+    except Exception:  # a build failure of the untuned model says nothing of the tuned one's outputs
+        return err
+    return VerificationError(f"{err}, where the model compiled without tuning records matches: a tuned schedule "
+                             f"computes something else")
 
 
 def io_metadata(inputs, outputs, mod=None) -> dict:

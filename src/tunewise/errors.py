@@ -37,6 +37,11 @@ class VerificationError(TunewiseError):
     """The compiled model's outputs differ from the reference's beyond tolerance."""
 
 
+class ImportMismatchError(VerificationError):
+    """The model compiled without tuning records already differs from the reference: TVM computes an operator
+    otherwise than the model's framework, and no tuning can mend that."""
+
+
 class StoreError(InputError):
     """The store cannot be used: not a tunewise store, a corrupt file, a full disk, an unreachable server."""
 
