@@ -129,3 +129,22 @@ def test_onnx_pads_computed_from_constants_are_folded_before_import(causal_onnx)
     assert pad.input[1] not in initializers  # the pads are a node's output, which TVM's importer refuses
     imported = frontend.load(str(path))
     assert imported.reference_outputs[0].shape == (1, 4, 32)
+
+
+@pytest.mark.tvm
+def test_elements_indexed_from_the_back_are_the_ones_torch_takes(tmp_path):
+    import tvm
+    from tvm import relax
+
+    class Last(torch.nn.Module):
+        def forward(self, x):
+            return x[:, -1] * 2, x[-1], x[..., -3]
+
+    x = torch.randn(3, 5, 4)
+    path = str(tmp_path / "last.pt2")
+    torch.export.save(torch.export.export(Last(), (x,)), path)
+    for imported in (frontend.load(Last(), example_inputs=(x,)), frontend.load(path)):
+        vm = relax.VirtualMachine(relax.build(imported.mod, target="llvm"), tvm.cpu())
+        outputs = vm["main"](*(tvm.runtime.tensor(a) for a in imported.inputs))
+        for got, want in zip(outputs, imported.reference_outputs, strict=True):
+            np.testing.assert_array_equal(got.numpy(), want)  # TVM alone reads x[:, -1] out of bounds
