@@ -59,35 +59,19 @@ def _check_static(ep) -> None:
         raise ModelImportError(f"dynamic shapes are not supported: {', '.join(dynamic)}; export with static shapes")
 
 
-def _count_selects_from_the_front(ep) -> None:
-    """Rewrite each ``aten.select.int`` of a negative index (``x[:, -1]``) in ``ep``'s graph to the same element
-    counted from the front. TVM's torch frontend passes the index as it is to a gather that does not wrap it, which
-    then reads outside the tensor: the model computes garbage, or crashes."""
-    import torch
-
-    changed = False
-    for node in ep.graph.nodes:
-        if node.op != "call_function" or node.target is not torch.ops.aten.select.int:
-            continue
-        source, dim, index = node.args[:3]
-        if isinstance(index, int) and index < 0:
-            node.args = (source, dim, index + int(source.meta["val"].shape[dim]))
-            changed = True
-    if changed:
-        ep.graph_module.recompile()
-
-
 def _relax_from_exported(ep, name: str):
     from tvm.relax.frontend.torch import from_exported_program
 
+    from tunewise import repairs
+
     _check_static(ep)
-    _count_selects_from_the_front(ep)
     try:
-        return from_exported_program(ep)
+        mod = from_exported_program(ep)
     except AssertionError as err:  # the torch frontend reports unsupported operators this way
         raise ModelImportError(f"cannot import {name}: {message_line(err)}") from None
     except (KeyError, NotImplementedError, ValueError, TypeError) as err:
         raise ModelImportError(f"cannot import {name}: {type(err).__name__}: {err}") from None
+    return repairs.repair(mod)
 
 
 def from_torch(model, example_inputs, *, name: str = "model") -> ImportedModel:

@@ -320,7 +320,7 @@ def normalize_axes():
         return op(call.args[0], normal, bool(call.attrs.keepdims))
 
     operators = tuple(f"relax.{name}" for name in ("squeeze", "permute_dims", *_REDUCTIONS))
-    return _rewriting_pass(operators, rewrite, "NormalizeAxes")
+    return rewriting_pass(operators, rewrite, "NormalizeAxes")
 
 
 def clip_as_min_max():
@@ -340,7 +340,7 @@ def clip_as_min_max():
             x = relax.op.maximum(x, relax.const(low, dtype))
         return relax.op.minimum(x, relax.const(high, dtype)) if math.isfinite(high) else x
 
-    return _rewriting_pass(("relax.clip",), rewrite, "ClipAsMinMax")
+    return rewriting_pass(("relax.clip",), rewrite, "ClipAsMinMax")
 
 
 def vectorisable_erf():
@@ -364,7 +364,7 @@ def vectorisable_erf():
         erf = builder.emit(builder.call_te(topi.fast_erf, scaled))
         return relax.op.multiply(x, relax.op.add(half, relax.op.multiply(erf, half)))
 
-    return _rewriting_pass(("relax.erf", "relax.nn.gelu"), rewrite, "VectorisableErf")
+    return rewriting_pass(("relax.erf", "relax.nn.gelu"), rewrite, "VectorisableErf")
 
 
 def winograd_convolutions():
@@ -384,10 +384,10 @@ def winograd_convolutions():
         return builder.call_te(winograd.convolution, call.args[0], packed, padding,
                                primfunc_name_hint="conv2d_winograd", primfunc_attrs={"op_pattern": out_fusable})
 
-    return _rewriting_pass(("relax.nn.conv2d",), rewrite, "WinogradConvolutions")
+    return rewriting_pass(("relax.nn.conv2d",), rewrite, "WinogradConvolutions")
 
 
-def _rewriting_pass(operators: tuple[str, ...], rewrite, name: str):
+def rewriting_pass(operators: tuple[str, ...], rewrite, name: str):
     """A module pass named ``name`` that replaces each call of one of ``operators`` (Relax operator names) in
     every Relax function by ``rewrite(builder, call)``, the call's arguments already rewritten and ``builder``
     the ``relax.BlockBuilder`` to emit bindings with; a call for which ``rewrite`` returns None stays."""

@@ -30,7 +30,7 @@ CACHE_DIR_VARIABLE = "TUNEWISE_CACHE_DIR"
 MAX_BYTES = 2 << 30
 _FORMAT = 1  # of an entry's files
 _DEPENDENCIES = ("apache-tvm", "torch", "onnx", "onnxruntime")
-_IMPORT_CODE = ("frontend.py", "zoo/__init__.py", "zoo/architectures.py")  # the tunewise code of an import
+_IMPORT_CODE = ("frontend.py", "repairs.py", "zoo/__init__.py", "zoo/architectures.py")  # tunewise code of an import
 _ABANDONED_SECONDS = 3600  # a folder being written this long ago belongs to a process that died
 
 
