@@ -66,7 +66,7 @@ def _relax_from_exported(ep, name: str):
 
     _check_static(ep)
     try:
-        mod = from_exported_program(ep)
+        mod = from_exported_program(ep, custom_convert_map=repairs.converters())
     except AssertionError as err:  # the torch frontend reports unsupported operators this way
         raise ModelImportError(f"cannot import {name}: {message_line(err)}") from None
     except (KeyError, NotImplementedError, ValueError, TypeError) as err:

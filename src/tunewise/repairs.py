@@ -6,6 +6,8 @@ before any graph level, so that every level starts from a module that computes w
   are negative, which TVM's gather does not wrap: it reads outside the tensor (garbage, or a crash).
 - :func:`integer_clips_within_range`: linear interpolation imports with a ``clip`` of integer indices to an
   infinite bound, which TVM cannot lower for integers ("Cannot convert infinity to BigInt").
+- :func:`converters`: the operators the importer has no translation for and Relax has (``amax``, ``amin``:
+  ``torch.logsumexp`` exports with ``amax``), handed to it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,27 @@ import math
 import numpy as np
 
 from tunewise.graph import rewriting_pass
+
+
+def _extremum(reduce):
+    """A converter of ``aten.amax``/``aten.amin`` (``x, dim=(), keepdim=False``; no ``dim``: every axis) to
+    ``reduce``."""
+
+    def convert(node, importer):
+        x = importer.env[node.args[0]]
+        dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", ())
+        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        return importer.block_builder.emit(reduce(x, list(dims) or None, bool(keep)))
+
+    return convert
+
+
+def converters() -> dict:
+    """Translations of operators TVM's torch importer lacks, by the importer's operator name, for its
+    ``custom_convert_map``."""
+    from tvm import relax
+
+    return {"amax.default": _extremum(relax.op.max), "amin.default": _extremum(relax.op.min)}
 
 
 def repair(mod):
