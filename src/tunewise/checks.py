@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tunewise.errors import ImportMismatchError, VerificationError, message_line
+from tunewise.errors import ImportMismatchError, message_line
 
 if TYPE_CHECKING:
     from tunewise.compile import CompiledModel
@@ -148,7 +148,7 @@ class ModelCheck:
         latencies) compiled with the best records of ``database`` that beat them, after ``trials`` trials of
         the run; ``(inf, why)`` when it fails to build, run, or match the reference outputs. Raises
         :class:`~tunewise.errors.ImportMismatchError` when the outputs differ and so do the untuned model's
-        (:func:`tunewise.compile.explain_mismatch`): no tuning can mend those.
+        (:func:`tunewise.compile.compile_checked`): no tuning can mend those.
 
         The model is timed in turn with the previous check's (:attr:`latest`), and its latency is what
         :func:`reading` reads from its own median time and the previous check's latency times the median ratio
@@ -162,12 +162,9 @@ class ModelCheck:
             compiled, max_error = compiler.compile_checked(model, database)
             self.build_seconds = time.perf_counter() - start
             side = timing.time_side_by_side([compiled] + ([previous.compiled] if previous else []), model.inputs)
-        except VerificationError as err:
-            explained = compiler.explain_mismatch(model, err)
-            if isinstance(explained, ImportMismatchError):  # the run's remaining time could not mend it
-                raise explained from None
-            return math.inf, message_line(explained)
-        except Exception as err:  # a build or run failure of this model: the run goes on
+        except ImportMismatchError:  # no tuning in the time left could mend it
+            raise
+        except Exception as err:  # a build, run or verification failure of this model: the run goes on
             return math.inf, message_line(err)
         timed, to_previous = side.latencies[0], side.ratio(0, 1) if previous else None
         latency = reading(timed, previous.latency if previous else None, to_previous)

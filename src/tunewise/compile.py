@@ -22,12 +22,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tunewise import artifact, logs, signature, tvm_env
+from tunewise import artifact, kernel_checks, logs, signature, tvm_env
 from tunewise.errors import ImportMismatchError, InputError, TargetError, VerificationError, message_line
 from tunewise.target import check_runnable
 
 METADATA = artifact.METADATA
 LIBRARY = artifact.LIBRARY
+FALLBACK_RECORDS = 5
+"""Records of a task tried, fastest first, where the compiled model's outputs differ and its untuned model's do
+not (:func:`compile_checked`)."""
 
 
 def record_latency(record) -> float:
@@ -64,14 +67,20 @@ def best_records_database(model, database):
 
 def build(model, database=None):
     """Compile an :class:`~tunewise.tasks.ExtractedModel`; with ``database``, apply its best records."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return _build(model, best_records_database(model, database) if database is not None
+                  else ms.database.MemoryDatabase())
+
+
+def _build(model, chosen):
+    """Compile ``model`` with the records of ``chosen`` (a MetaSchedule database) as they are."""
     import tvm
     from tvm import relax
-    from tvm.s_tir import meta_schedule as ms
 
     from tunewise import graph, tvm_env
 
     tvm_env.prepare(model.target.kind.name)
-    chosen = best_records_database(model, database) if database is not None else ms.database.MemoryDatabase()
     with model.target, chosen, tvm.transform.PassContext(opt_level=3):
         return relax.build(model.mod, target=model.target,
                            relax_pipeline=graph.compile_pipeline(model.target, model.level))
@@ -188,11 +197,13 @@ def load(path: str) -> CompiledModel:
     return CompiledModel(executable, target, metadata, library=os.path.join(path, LIBRARY))
 
 
-def verify(compiled: CompiledModel, inputs, reference, *, rtol: float = 1e-3, atol: float = 1e-4) -> float:
+def verify(compiled: CompiledModel, inputs, reference, *, rtol: float = kernel_checks.RTOL,
+           atol: float = kernel_checks.ATOL) -> float:
     """Check ``compiled(*inputs)`` against ``reference``; returns the largest error relative to the output scale.
 
     Raises :class:`VerificationError` when an output's shape differs or some element is off by more than
-    ``atol * scale + rtol * |expected|``, where ``scale`` is the largest magnitude of that reference output.
+    ``atol * scale + rtol * |expected|``, where ``scale`` is the largest magnitude of that reference output
+    (:func:`tunewise.kernel_checks.close`).
     """
     outputs = compiled(*inputs)
     if len(outputs) != len(reference):
@@ -201,38 +212,50 @@ def verify(compiled: CompiledModel, inputs, reference, *, rtol: float = 1e-3, at
     for i, (got, want) in enumerate(zip(outputs, reference, strict=True)):
         if got.shape != want.shape:
             raise VerificationError(f"output {i} has shape {got.shape}, reference {want.shape}")
-        scale = max(float(np.max(np.abs(want))), 1e-30) if want.size else 1.0
         error = np.abs(got.astype(np.float64) - want.astype(np.float64))
-        if np.any(error > atol * scale + rtol * np.abs(want)) or not np.all(np.isfinite(got)):
+        if not kernel_checks.close(got, want, rtol=rtol, atol=atol):
             raise VerificationError(f"output {i} differs from the reference: max error {error.max():.3g} "
-                                    f"(scale {scale:.3g})")
-        worst = max(worst, float(error.max()) / scale if error.size else 0.0)
+                                    f"(scale {kernel_checks.scale(want):.3g})")
+        worst = max(worst, float(error.max()) / kernel_checks.scale(want) if error.size else 0.0)
     return worst
 
 
 def compile_checked(model, database=None) -> tuple[CompiledModel, float]:
     """``model`` (an :class:`~tunewise.tasks.ExtractedModel`) compiled for its target, with ``database``'s
     best records as :func:`build` applies them, and its outputs checked against the model's reference
-    outputs (:func:`verify`): the compiled model and its largest relative error."""
-    compiled = CompiledModel(build(model, database), model.target)
-    return compiled, verify(compiled, model.inputs, model.reference_outputs)
+    outputs (:func:`verify`): the compiled model and its largest relative error.
 
-
-def explain_mismatch(model, err: VerificationError) -> VerificationError:
-    """``err`` (``model``'s outputs, compiled with tuning records, differ from the reference) with its cause, the
-    model compiled without records checked too: an :class:`~tunewise.errors.ImportMismatchError` where that
-    differs as well (TVM computes the model otherwise than its framework, whatever the tuning); else ``err``
-    saying that the untuned model matches (a tuned schedule changed a result). ``err`` unchanged when the
-    untuned model does not build."""
+    Where the outputs differ, the cause is sought. The model compiled untuned differing as well raises
+    :class:`~tunewise.errors.ImportMismatchError`: TVM computes the model otherwise than its framework, whatever
+    the tuning. Else each task's record is checked against its untuned schedule alone, the records that compute
+    otherwise passed over for the task's next fastest that does not
+    (:func:`tunewise.kernel_checks.first_matching`), and the model compiled and checked again; a
+    :class:`VerificationError` when it still differs."""
     try:
-        compile_checked(model)
-    except VerificationError as untuned:
-        return ImportMismatchError(f"the model TVM compiles differs from the original before any tuning, so no "
-                                   f"tuning can mend it (an operator TVM imports or compiles otherwise): {untuned}")
-    except Exception:  # a build failure of the untuned model says nothing of the tuned one's outputs
-        return err
-    return VerificationError(f"{err}, where the model compiled without tuning records matches: a tuned schedule "
-                             f"computes something else")
+        return _checked(model, build(model, database))
+    except VerificationError as err:
+        if database is None:
+            raise _import_mismatch(err) from None
+    try:
+        _checked(model, build(model))
+    except VerificationError as err:
+        raise _import_mismatch(err) from None
+    records = kernel_checks.first_matching(model, faster_records(model, database, k=FALLBACK_RECORDS))
+    try:
+        return _checked(model, _build(model, records_database(model, records)))
+    except VerificationError as err:
+        raise VerificationError(f"{err}, though the model compiled untuned matches and each tuned kernel alone "
+                                f"computes what its untuned schedule does") from None
+
+
+def _import_mismatch(untuned: VerificationError) -> ImportMismatchError:
+    return ImportMismatchError(f"the model TVM compiles differs from the original before any tuning, so no tuning "
+                               f"can mend it (an operator TVM imports or compiles otherwise): {untuned}")
+
+
+def _checked(model, executable) -> tuple[CompiledModel, float]:
+    compiled = CompiledModel(executable, model.target)
+    return compiled, verify(compiled, model.inputs, model.reference_outputs)
 
 
 def io_metadata(inputs, outputs, mod=None) -> dict:

@@ -14,7 +14,6 @@ from tunewise import compile as compiler
 from tunewise import target as targets
 from tunewise import timing as timings
 from tunewise.checks import Checked, in_slow_stretch
-from tunewise.errors import VerificationError
 
 RETIMES = 2
 """Timings after the first, at most, while the model a check read times in a slow stretch (:func:`steadiest`)."""
@@ -54,8 +53,8 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
     process (``timing_rounds`` rounds at most), with ``compare_torch`` also the references of ``source`` (and
     ``example_inputs``, for a module; ``seed``: a zoo model's weights), and save it to ``output`` with
     ``metadata`` beside what this measured. ``on_phase`` is told each step as it starts. Raises
-    :class:`~tunewise.errors.VerificationError` when the tuned outputs differ from the reference, saying whether
-    the untuned model's do too (:func:`tunewise.compile.explain_mismatch`).
+    :class:`~tunewise.errors.VerificationError` when the tuned outputs differ from the reference
+    (:func:`tunewise.compile.compile_checked`).
 
     With ``time_untuned`` the model is also compiled untuned and timed in turn with the tuned one. That is off
     by default: the untuned model says little a user acts on, and its build and its slow calls take time a time
@@ -81,10 +80,7 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
         untuned = compiler.CompiledModel(compiler.build(model), model.target)
     if built is None:
         on_phase("compiling with the tuned records and checking outputs")
-        try:
-            compiled, max_error = compiler.compile_checked(model, database)
-        except VerificationError as err:
-            raise compiler.explain_mismatch(model, err) from None
+        compiled, max_error = compiler.compile_checked(model, database)
     else:
         compiled, max_error = built.compiled, built.max_error
     timed_models = {"untuned": untuned, "tuned": compiled, "checked": checked.compiled if checked else None}

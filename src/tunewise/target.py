@@ -140,9 +140,31 @@ def resolve(spec=None):
     else:
         config = spec
     try:
-        return tvm.target.Target(config)
+        target = tvm.target.Target(config)
     except Exception as err:  # TVM raises several error types for a bad target
         raise TargetError(f"bad target {spec!r}: {message_line(err, last=True)}") from None
+    _check_cpu_known(target)
+    return target
+
+
+def _architecture(triple: str) -> str:
+    """The architecture a target triple names (``x86_64`` of ``x86_64-linux-gnu``; ``amd64`` as ``x86_64``)."""
+    arch = triple.split("-", 1)[0]
+    return "x86_64" if arch == "amd64" else arch
+
+
+def _check_cpu_known(target) -> None:
+    """:class:`TargetError` when ``target`` (llvm) names an ``mcpu`` LLVM does not know for its triple: LLVM
+    would ignore it and emit code for a generic CPU, several times slower."""
+    from tvm.target import codegen
+
+    host = target.host if target.host is not None and is_gpu(target) else target
+    if host.kind.name != "llvm" or "mcpu" not in host.attrs:
+        return
+    known = list(codegen.llvm_get_cpu_archlist(host))
+    if known and str(host.attrs["mcpu"]) not in known:
+        raise TargetError(f"unknown mcpu {str(host.attrs['mcpu'])!r}: LLVM knows " + ", ".join(known[:6]) + ", ... "
+                          f"(this machine's: {host_cpu()['mcpu']!r})")
 
 
 def device_type(target) -> str:
@@ -152,8 +174,9 @@ def device_type(target) -> str:
 
 def check_runnable(target) -> None:
     """Raise :class:`TargetError` unless this machine can run what is compiled for ``target``: a GPU kind
-    (cuda, rocm, vulkan, opencl, metal) needs its device 0; an llvm target with an ``mcpu`` and no
-    ``mtriple`` must not need x86 vector instruction sets (AVX, AMX, SSE, ...) this CPU lacks."""
+    (cuda, rocm, vulkan, opencl, metal) needs its device 0; an llvm target with an ``mtriple`` must name this
+    machine's architecture, and one with an ``mcpu`` and no ``mtriple`` must not need x86 vector instruction sets
+    (AVX, AMX, SSE, ...) this CPU lacks."""
     import tvm
     from tvm.target import codegen
 
@@ -161,7 +184,12 @@ def check_runnable(target) -> None:
     if kind in _GPU_KINDS:
         if not tvm.device(kind, 0).exist:
             raise TargetError(f"target {kind} needs a {kind} device, and this machine has none")
-    elif kind == "llvm" and "mcpu" in target.attrs and "mtriple" not in target.attrs:
+    elif kind == "llvm" and "mtriple" in target.attrs:
+        wanted, here = (_architecture(t) for t in (str(target.attrs["mtriple"]), codegen.llvm_get_system_triple()))
+        if wanted != here:
+            raise TargetError(f"this {here} machine cannot run code for {target.attrs['mtriple']}: tunewise "
+                              f"measures and checks the model where it runs")
+    elif kind == "llvm" and "mcpu" in target.attrs:
         host = host_cpu()
         missing = sorted(f for f in set(codegen.llvm_get_cpu_features(target))
                          - set(codegen.llvm_get_cpu_features(tvm.target.Target(host))) if _X86_VECTOR_ISA.match(f))
