@@ -443,6 +443,9 @@ def test_a_target_this_machine_cannot_run_is_refused_before_tuning(capsys, tmp_p
         cases.append(("cuda", "target cuda needs an NVIDIA GPU, and this machine has none"))
     if "amx-tile" not in codegen.llvm_get_cpu_features(tvm.target.Target(target.host_cpu())):
         cases.append(('{"kind": "llvm", "mcpu": "sapphirerapids"}', "cannot run code for mcpu sapphirerapids"))
+    if not codegen.llvm_get_system_triple().startswith("aarch64"):
+        cases.append(('{"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a72"}',
+                      "machine cannot run code for aarch64-linux-gnu"))
     if not cases:
         pytest.skip("this machine has CUDA and AMX")
     for spec, expected in cases:

@@ -26,6 +26,7 @@ def test_json_target_is_taken_as_given():
     ("{not json", "target is not valid JSON: Expecting property name enclosed in double quotes at column 2"),
     ("no-such-kind", 'bad target \'no-such-kind\': Target kind "no-such-kind" is not defined'),
     ('{"kind": "llvm", "bogus": 1}', 'bad target \'{"kind": "llvm", "bogus": 1}\': Unknown config option \'bogus\''),
+    ('{"kind": "llvm", "mcpu": "znver9"}', "unknown mcpu 'znver9': LLVM knows "),  # else: generic code, silently
 ])
 def test_bad_targets_raise_one_line_errors(bad, message):
     with pytest.raises(TargetError, match=re.escape(message)) as err:
