@@ -2,6 +2,7 @@
 
 import ast
 import functools
+import logging
 import os
 import signal
 import sqlite3
@@ -230,6 +231,25 @@ def uncompilable_model():
         builder.emit_func_output(out)
     x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
     return frontend.ImportedModel("fma", builder.get(), (x,), (np.maximum(x, 0) ** 2 + 2 * x,))
+
+
+@pytest.fixture
+def logged():
+    """``logged(name)``: a list that the messages logged on the logger ``name`` are appended to, to the end of
+    the test."""
+    attached = []
+
+    def attach(name: str) -> list[str]:
+        messages: list[str] = []
+        handler = logging.Handler()
+        handler.emit = lambda record: messages.append(record.getMessage())
+        logging.getLogger(name).addHandler(handler)
+        attached.append((name, handler))
+        return messages
+
+    yield attach
+    for name, handler in attached:
+        logging.getLogger(name).removeHandler(handler)
 
 
 @pytest.fixture(scope="session")

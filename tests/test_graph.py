@@ -2,7 +2,6 @@
 the convolutions to channels-last, and ``prepack`` folds the tuned weight layouts into the constants."""
 
 import dataclasses
-import logging
 import math
 
 import numpy as np
@@ -155,15 +154,9 @@ class _NegativeAxes(torch.nn.Module):
 
 
 @pytest.fixture
-def fallbacks():
+def fallbacks(logged):
     """The messages logged on ``tunewise.graph`` during the test (a step that fell back)."""
-    messages: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: messages.append(record.getMessage())
-    logger = logging.getLogger("tunewise.graph")
-    logger.addHandler(handler)
-    yield messages
-    logger.removeHandler(handler)
+    return logged("tunewise.graph")
 
 
 def _model_file(model, inputs, path: str) -> str:

@@ -1,7 +1,6 @@
 """A tuned record that TVM compiles into wrong code: found by its kernel alone, and passed over for the next."""
 
 import json
-import logging
 import os
 
 import numpy as np
@@ -52,21 +51,9 @@ def test_a_kernel_is_checked_against_its_untuned_schedule(transposed):
     assert kernel_checks.matches_untuned(model, k, right)
 
 
-@pytest.fixture
-def warnings_logged():
-    """The messages logged on ``tunewise.kernel_checks`` during the test."""
-    messages: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: messages.append(record.getMessage())
-    logger = logging.getLogger("tunewise.kernel_checks")
-    logger.addHandler(handler)
-    yield messages
-    logger.removeHandler(handler)
-
-
-def test_a_record_computing_otherwise_is_passed_over_for_the_next_fastest(transposed, warnings_logged):
+def test_a_record_computing_otherwise_is_passed_over_for_the_next_fastest(transposed, logged):
     model, k = transposed
-    name = model.tasks[k].name
+    name, warnings_logged = model.tasks[k].name, logged("tunewise.kernel_checks")
     with pytest.raises(Exception, match="differs from the reference"):  # the fastest applied as it is
         compiler.verify(compiler.CompiledModel(compiler.build(model, _database(model, k, wrong=1e-5)), model.target),
                         model.inputs, model.reference_outputs)

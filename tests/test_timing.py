@@ -41,6 +41,7 @@ def test_a_reference_round_leaves_its_first_call_out_as_a_compiled_models_does()
 
 
 @pytest.mark.tvm
+@pytest.mark.timing
 def test_untuned_and_tuned_are_timed_in_one_fresh_process(tiny_mlp):
     import tvm
 
@@ -53,6 +54,7 @@ def test_untuned_and_tuned_are_timed_in_one_fresh_process(tiny_mlp):
 
 
 @pytest.mark.tvm
+@pytest.mark.timing
 def test_the_references_take_turns_with_the_compiled_models_round_by_round(tiny_mlp):
     model = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target)
     side = timing.time_side_by_side([model, model], tiny_mlp.inputs, 3, references=timing.References("tiny-mlp"))
