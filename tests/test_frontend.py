@@ -151,3 +151,29 @@ def test_what_the_torch_importer_gets_wrong_computes_what_torch_does(tmp_path):
         assert len(outputs) == len(imported.reference_outputs) == 9
         for got, want in zip(outputs, imported.reference_outputs, strict=True):
             np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.tvm
+def test_outputs_in_dicts_are_checked_in_the_order_export_flattens_them():
+    import tvm
+    from tvm import relax
+
+    class Named(torch.nn.Module):
+        def forward(self, x):
+            return {"logits": x * 2, "extra": {"mean": x.mean(), "rows": [x[0], x[1] + 1]}}
+
+    imported = frontend.load(Named(), example_inputs=(torch.randn(2, 3),))
+    x = imported.inputs[0]
+    wanted = (x * 2, x.mean(), x[0], x[1] + 1)
+    assert len(imported.reference_outputs) == 4
+    vm = relax.VirtualMachine(relax.build(imported.mod, target="llvm"), tvm.cpu())
+    for got, reference, want in zip(vm["main"](tvm.runtime.tensor(x)), imported.reference_outputs, wanted,
+                                    strict=True):
+        np.testing.assert_allclose(reference, want, rtol=1e-6)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
+def test_tensors_numpy_cannot_hold_are_one_line():
+    model = torch.nn.Linear(4, 2).to(torch.bfloat16)
+    with pytest.raises(ModelImportError, match="output 0 is bfloat16, which numpy, and so the output check, cannot"):
+        frontend.load(model, example_inputs=(torch.randn(1, 4, dtype=torch.bfloat16),))

@@ -32,18 +32,23 @@ class ImportedModel:
         return tuple(x.shape for x in self.inputs)
 
 
-def _as_numpy_outputs(out) -> tuple[np.ndarray, ...]:
-    import torch
+def _numpy(tensor, what: str) -> np.ndarray:
+    """``tensor`` as a numpy array; :class:`ModelImportError` for a dtype numpy has not (``bfloat16``)."""
+    try:
+        return tensor.detach().cpu().numpy()
+    except TypeError:  # torch: "Got unsupported ScalarType BFloat16"
+        raise ModelImportError(f"{what} is {str(tensor.dtype).removeprefix('torch.')}, which numpy, and so the "
+                               f"output check, cannot hold: export the model in float32") from None
 
-    if isinstance(out, torch.Tensor):
-        out = (out,)
-    flat = []
-    for item in out:
-        if isinstance(item, (tuple, list)):
-            flat.extend(_as_numpy_outputs(item))
-        else:
-            flat.append(item.detach().cpu().numpy())
-    return tuple(flat)
+
+def _as_numpy_outputs(out) -> tuple[np.ndarray, ...]:
+    """The tensors of a model's output (a tensor, or tuples, lists and dicts of them), in the order
+    ``torch.export`` flattens them in, as numpy arrays."""
+    import torch
+    from torch.utils import _pytree
+
+    leaves = [x for x in _pytree.tree_leaves(out) if isinstance(x, torch.Tensor)]
+    return tuple(_numpy(x, f"output {i}") for i, x in enumerate(leaves))
 
 
 def _check_static(ep) -> None:
@@ -88,7 +93,7 @@ def from_torch(model, example_inputs, *, name: str = "model") -> ImportedModel:
         except Exception as err:  # torch.export raises many types; the first line says what failed
             raise ModelImportError(f"torch.export failed for {name}: {message_line(err)}") from None
     mod = _relax_from_exported(ep, name)
-    inputs = tuple(x.detach().cpu().numpy() for x in example_inputs)
+    inputs = tuple(_numpy(x, f"input {i}") for i, x in enumerate(example_inputs))
     return ImportedModel(name, mod, inputs, reference)
 
 
@@ -143,12 +148,12 @@ def from_exported_program_file(path: str, *, seed: int = 0) -> ImportedModel:
         generator = np.random.default_rng(seed)
         user_inputs = [n for n in ep.graph.nodes if n.op == "placeholder"
                        and n.name in ep.graph_signature.user_inputs]
-        example = tuple(torch.from_numpy(_example_input(n.meta["val"].numpy(), generator))
+        example = tuple(torch.from_numpy(_example_input(_numpy(n.meta["val"], f"input {n.name}"), generator))
                         for n in user_inputs)
     with torch.no_grad():
         reference = _as_numpy_outputs(ep.module()(*example))
     mod = _relax_from_exported(ep, name)
-    return ImportedModel(name, mod, tuple(x.numpy() for x in example), reference)
+    return ImportedModel(name, mod, tuple(_numpy(x, f"input {i}") for i, x in enumerate(example)), reference)
 
 
 def _onnx_input_shapes(model, overrides: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
