@@ -72,6 +72,7 @@ def test_a_killed_owners_run_is_taken_over_by_one_of_two_resumes_and_nothing_is_
     loser = resumes[codes.index(2)].output()
     assert len(loser.splitlines()) == 1 and "is being tuned by another process" in loser
     assert f"resumed after {len(before)} trials" in resumes[codes.index(0)].output()
+    assert "tasks; untuned estimate" in resumes[codes.index(0)].output()  # the stored default latencies
 
     after = store.get_trials(run.id)
     assert after[:len(before)] == before  # nothing lost

@@ -265,7 +265,7 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
         left = None if end is None else loop.ledger.seconds_left()
         kept = None if end is None else end - time.perf_counter() - left  # for the steps after tuning
         before = loop.ledger.trials
-        told.tuning_started(model, budget if left is None or left <= 0 else dataclasses.replace(
+        told.tuning_started(loop.model, budget if left is None or left <= 0 else dataclasses.replace(
             budget, time_budget=min(budget.time_budget, loop.elapsed + left)))
         tune_start, parts_start = time.perf_counter(), _energy_parts(loop.meter)
         final = loop.run()
