@@ -70,6 +70,7 @@ def _relax_from_exported(ep, name: str):
     from tunewise import repairs
 
     _check_static(ep)
+    repairs.true_divisions(ep)
     try:
         mod = from_exported_program(ep, custom_convert_map=repairs.converters())
     except AssertionError as err:  # the torch frontend reports unsupported operators this way

@@ -2,12 +2,13 @@
 compile: applied to every model imported from PyTorch (:func:`tunewise.frontend.from_torch`, ``.pt2`` files)
 before any graph level, so that every level starts from a module that computes what the model does.
 
+- :func:`true_divisions` (on the exported program): ``torch.arange(8) / 8`` imports as an integer division.
 - :func:`takes_from_the_front`: ``x[:, -1]`` and ``x[:, [-1, 0]]`` import as a ``take`` whose constant indices
   are negative, which TVM's gather does not wrap: it reads outside the tensor (garbage, or a crash).
 - :func:`integer_clips_within_range`: linear interpolation imports with a ``clip`` of integer indices to an
   infinite bound, which TVM cannot lower for integers ("Cannot convert infinity to BigInt").
 - :func:`converters`: the operators the importer has no translation for and Relax has (``amax``, ``amin``:
-  ``torch.logsumexp`` exports with ``amax``), handed to it.
+  ``torch.logsumexp`` exports with ``amax``; ``min`` along a dimension), handed to it.
 """
 
 from __future__ import annotations
@@ -32,12 +33,48 @@ def _extremum(reduce):
     return convert
 
 
+def _min_along(node, importer):
+    """A converter of ``aten.min.dim`` (``x, dim, keepdim=False``) to the tuple of values and indices."""
+    from tvm import relax
+
+    x, dim = importer.env[node.args[0]], node.args[1]
+    keep = bool(node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False))
+    values = importer.block_builder.emit(relax.op.min(x, [dim], keep))
+    indices = importer.block_builder.emit(relax.op.argmin(x, dim, keep))
+    return importer.block_builder.emit(relax.Tuple([values, indices]))
+
+
 def converters() -> dict:
     """Translations of operators TVM's torch importer lacks, by the importer's operator name, for its
     ``custom_convert_map``."""
     from tvm import relax
 
-    return {"amax.default": _extremum(relax.op.max), "amin.default": _extremum(relax.op.min)}
+    return {"amax.default": _extremum(relax.op.max), "amin.default": _extremum(relax.op.min),
+            "min.dim": _min_along}
+
+
+def true_divisions(ep) -> None:
+    """Cast the integer tensors each ``aten.div`` of a floating-point result divides (``torch.arange(8) / 8``) to
+    that result's type, in the graph of ``ep`` (a ``torch.export.ExportedProgram``)."""
+    import torch
+
+    changed = False
+    for node in list(ep.graph.nodes):
+        if node.op != "call_function" or node.target not in (torch.ops.aten.div.Tensor, torch.ops.aten.div.Scalar):
+            continue
+        result = node.meta.get("val")
+        if result is None or not result.dtype.is_floating_point:
+            continue
+        for arg in node.args[:2]:
+            value = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+            if value is not None and not value.dtype.is_floating_point:
+                with ep.graph.inserting_before(node):
+                    cast = ep.graph.call_function(torch.ops.aten._to_copy.default, (arg,), {"dtype": result.dtype})
+                cast.meta["val"] = value.to(result.dtype)
+                node.replace_input_with(arg, cast)
+                changed = True
+    if changed:
+        ep.graph_module.recompile()
 
 
 def repair(mod):
