@@ -140,7 +140,9 @@ def test_what_the_torch_importer_gets_wrong_computes_what_torch_does(tmp_path):
         def forward(self, x):
             upsampled = torch.nn.functional.interpolate(x, scale_factor=3, mode="linear")
             extrema = x.amax(-1), x.amin((0, 2), keepdim=True), x.amax(), torch.logsumexp(x, 1), *x.min(1)
-            return x[:, -1] * 2, x[-1], x[..., -3], x[:, [-1, 0, -2]], upsampled, *extrema, x + torch.arange(4) / 8
+            spreads = *torch.var_mean(x, 1), *torch.var_mean(x, (0, 2), correction=0, keepdim=True)
+            return (x[:, -1] * 2, x[-1], x[..., -3], x[:, [-1, 0, -2]], upsampled, *extrema, *spreads,
+                    x + torch.arange(4) / 8)
 
     x = torch.randn(3, 5, 4)
     path = str(tmp_path / "repaired.pt2")
@@ -148,7 +150,7 @@ def test_what_the_torch_importer_gets_wrong_computes_what_torch_does(tmp_path):
     for imported in (frontend.load(Repaired(), example_inputs=(x,)), frontend.load(path)):
         vm = relax.VirtualMachine(relax.build(imported.mod, target="llvm"), tvm.cpu())
         outputs = vm["main"](*(tvm.runtime.tensor(a) for a in imported.inputs))
-        assert len(outputs) == len(imported.reference_outputs) == 12
+        assert len(outputs) == len(imported.reference_outputs) == 16
         for got, want in zip(outputs, imported.reference_outputs, strict=True):
             np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
 

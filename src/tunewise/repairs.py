@@ -8,7 +8,7 @@ before any graph level, so that every level starts from a module that computes w
 - :func:`integer_clips_within_range`: linear interpolation imports with a ``clip`` of integer indices to an
   infinite bound, which TVM cannot lower for integers ("Cannot convert infinity to BigInt").
 - :func:`converters`: the operators the importer has no translation for and Relax has (``amax``, ``amin``:
-  ``torch.logsumexp`` exports with ``amax``; ``min`` along a dimension), handed to it.
+  ``torch.logsumexp`` exports with ``amax``; ``min`` along a dimension; ``var_mean``), handed to it.
 """
 
 from __future__ import annotations
@@ -44,13 +44,34 @@ def _min_along(node, importer):
     return importer.block_builder.emit(relax.Tuple([values, indices]))
 
 
+def _variance_and_mean(node, importer):
+    """A converter of ``aten.var_mean.correction`` (``x, dim=None, *, correction=1, keepdim=False``; no ``dim``:
+    every axis) to the tuple of the variance, ``correction`` degrees of freedom less, and the mean."""
+    from tvm import relax
+
+    x = importer.env[node.args[0]]
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    shape = [int(d) for d in node.args[0].meta["val"].shape]
+    axes = list(range(len(shape))) if not dims else [d % len(shape) for d in dims]
+    correction = node.kwargs.get("correction")
+    correction = 1 if correction is None else correction
+    keep = bool(node.kwargs.get("keepdim", False))
+    count = math.prod(shape[a] for a in axes)
+    variance = importer.block_builder.emit(relax.op.variance(x, axes, keep))
+    if correction:
+        scale = relax.const(count / (count - correction) if count > correction else math.inf, str(x.ty.dtype))
+        variance = importer.block_builder.emit(relax.op.multiply(variance, scale))
+    mean = importer.block_builder.emit(relax.op.mean(x, axes, keep))
+    return importer.block_builder.emit(relax.Tuple([variance, mean]))
+
+
 def converters() -> dict:
     """Translations of operators TVM's torch importer lacks, by the importer's operator name, for its
     ``custom_convert_map``."""
     from tvm import relax
 
     return {"amax.default": _extremum(relax.op.max), "amin.default": _extremum(relax.op.min),
-            "min.dim": _min_along}
+            "min.dim": _min_along, "var_mean.correction": _variance_and_mean}
 
 
 def true_divisions(ep) -> None:
