@@ -66,3 +66,28 @@ def test_a_record_computing_otherwise_is_passed_over_for_the_next_fastest(transp
         assert warnings_logged == [
             f"task {name}: its fastest schedule computed otherwise than its untuned one (TVM compiled it wrongly); "
             f"{used} is used"]
+
+
+def test_a_stores_database_leaves_a_record_found_wrong_out_from_then_on(transposed):
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunewise import stores
+
+    model, k = transposed
+    store = stores.create("sqlite://")
+    database = stores.StoreDatabase(store, run=store.create_run("transposed", "cpu", "test", {}),
+                                    target=model.target)
+    workload = database.commit_workload(model.task_mods[k])
+    for record in _database(model, k, wrong=1e-5, right=2e-5).get_all_tuning_records():
+        database.commit_tuning_record(ms.database.TuningRecord(record.trace, workload, record.run_secs, model.target,
+                                                               record.args_info))
+
+    def fastest_applied_as_it_is(db) -> bool:
+        compiled = compiler.CompiledModel(compiler.build(model, db), model.target)
+        return kernel_checks.close(compiled(*model.inputs)[0], model.reference_outputs[0])
+
+    assert not fastest_applied_as_it_is(database)
+    compiler.compile_checked(model, database)  # finds the wrong record, and tells the database
+    assert fastest_applied_as_it_is(database)  # a later check compiles right at once
+    assert [compiler.record_latency(r) for r in database.get_top_k(workload, 5)] == [2e-5]
+    assert not fastest_applied_as_it_is(stores.StoreDatabase(store, target=model.target))  # the store keeps it

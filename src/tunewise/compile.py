@@ -229,7 +229,8 @@ def compile_checked(model, database=None) -> tuple[CompiledModel, float]:
     :class:`~tunewise.errors.ImportMismatchError`: TVM computes the model otherwise than its framework, whatever
     the tuning. Else each task's record is checked against its untuned schedule alone, the records that compute
     otherwise passed over for the task's next fastest that does not
-    (:func:`tunewise.kernel_checks.first_matching`), and the model compiled and checked again; a
+    (:func:`tunewise.kernel_checks.first_matching`; a store's database then leaves them out, :meth:`StoreDatabase.reject
+    <tunewise.stores.StoreDatabase.reject>`), and the model compiled and checked again; a
     :class:`VerificationError` when it still differs."""
     try:
         return _checked(model, build(model, database))
@@ -240,7 +241,12 @@ def compile_checked(model, database=None) -> tuple[CompiledModel, float]:
         _checked(model, build(model))
     except VerificationError as err:
         raise _import_mismatch(err) from None
-    records = kernel_checks.first_matching(model, faster_records(model, database, k=FALLBACK_RECORDS))
+    from tunewise.stores import StoreDatabase
+
+    records, wrong = kernel_checks.first_matching(model, faster_records(model, database, k=FALLBACK_RECORDS))
+    if isinstance(database, StoreDatabase):  # the run's later checks and searches go without them
+        for record in wrong:
+            database.reject(record)
     try:
         return _checked(model, _build(model, records_database(model, records)))
     except VerificationError as err:

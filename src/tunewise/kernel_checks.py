@@ -71,10 +71,10 @@ def _argument(info, rng: np.random.Generator) -> np.ndarray:
     return np.zeros(shape, dtype)
 
 
-def first_matching(model, candidates: list[list]) -> list:
+def first_matching(model, candidates: list[list]) -> tuple[list, list]:
     """Per task of ``model``, the first of its ``candidates[k]`` records (fastest first) that
-    :func:`matches_untuned`, ``None`` where none does; each record passed over is logged as a warning."""
-    chosen = []
+    :func:`matches_untuned`, ``None`` where none does; and the records passed over, each logged as a warning."""
+    chosen, passed_over = [], []
     for k, (task, records) in enumerate(zip(model.tasks, candidates, strict=True)):
         found = next((r for r in records if matches_untuned(model, k, r)), None)
         skipped = records.index(found) if found is not None else len(records)
@@ -84,4 +84,5 @@ def first_matching(model, candidates: list[list]) -> list:
                          "schedules", "it" if skipped == 1 else "them",
                          "the next fastest" if found is not None else "its untuned schedule")
         chosen.append(found)
-    return chosen
+        passed_over += records[:skipped]
+    return chosen, passed_over

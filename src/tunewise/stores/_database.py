@@ -87,6 +87,12 @@ class StoreDatabase(ms.database.PyDatabase):
         self.target = target_key(target)
         self._known: dict[str, list[tuple[int, object]]] = {}  # hash -> [(id, module)] seen so far
         self._workloads: dict[int, ms.database.Workload] = {}
+        self._rejected: set[str] = set()  # the records :meth:`reject` was given, as :func:`record_json` texts
+
+    def reject(self, record) -> None:
+        """Leave ``record`` out of :meth:`get_top_k` from now on (in this object, not in the store): it computes
+        otherwise than its task's untuned schedule (:func:`tunewise.kernel_checks.first_matching`)."""
+        self._rejected.add(record_json(record))
 
     # -- workload ids ----------------------------------------------------------------------------------
     def workload_id(self, mod, *, commit: bool = False) -> int | None:
@@ -180,8 +186,12 @@ class StoreDatabase(ms.database.PyDatabase):
         workload_id = self.workload_id(workload.mod)
         if workload_id is None or top_k == 0:
             return []
-        return [record for t in self.store.top_trials(workload_id, top_k, self.target)
-                if (record := _replayed(t, workload)) is not None]
+        records = []
+        for trial in self.store.top_trials(workload_id, top_k + len(self._rejected), self.target):
+            record = _replayed(trial, workload)
+            if record is not None and not (self._rejected and record_json(record) in self._rejected):
+                records.append(record)
+        return records[:top_k]
 
     def get_all_tuning_records(self) -> list:
         return [self.record(t) for t in self.store.get_trials()]
