@@ -212,11 +212,11 @@ def verify(compiled: CompiledModel, inputs, reference, *, rtol: float = kernel_c
     for i, (got, want) in enumerate(zip(outputs, reference, strict=True)):
         if got.shape != want.shape:
             raise VerificationError(f"output {i} has shape {got.shape}, reference {want.shape}")
-        error = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        error, scale = np.abs(got.astype(np.float64) - want.astype(np.float64)), kernel_checks.scale(want)
         if not kernel_checks.close(got, want, rtol=rtol, atol=atol):
             raise VerificationError(f"output {i} differs from the reference: max error {error.max():.3g} "
-                                    f"(scale {kernel_checks.scale(want):.3g})")
-        worst = max(worst, float(error.max()) / kernel_checks.scale(want) if error.size else 0.0)
+                                    f"(scale {scale:.3g})")
+        worst = max(worst, float(error.max()) / scale if error.size else 0.0)
     return worst
 
 

@@ -329,18 +329,23 @@ def clip_as_min_max():
     the original layout and forth, each a pass over the activation in memory (a third of MobileNetV2's tuned
     latency); elementwise ``maximum`` and ``minimum`` take the layout of their input and fuse into the
     convolution's epilogue."""
-    from tvm import relax
-
     def rewrite(_builder, call):
-        x, (low, high) = call.args[0], (float(a.value) for a in call.args[1:])
-        dtype = str(x.ty.dtype)
-        if not dtype.startswith(("float", "bfloat")):
-            return None
-        if math.isfinite(low):  # clamp(min=...) imports as a clip to infinity
-            x = relax.op.maximum(x, relax.const(low, dtype))
-        return relax.op.minimum(x, relax.const(high, dtype)) if math.isfinite(high) else x
+        return clip_bounds(call) if str(call.args[0].ty.dtype).startswith(("float", "bfloat")) else None
 
     return rewriting_pass(("relax.clip",), rewrite, "ClipAsMinMax")
+
+
+def clip_bounds(call):
+    """A ``relax.clip(x, lo, hi)`` call as ``minimum(maximum(x, lo), hi)``, constants of ``x``'s type, each bound
+    left out where it is infinite (``clamp(min=...)`` imports as a clip to infinity)."""
+    from tvm import relax
+
+    x, (low, high) = call.args[0], (float(a.value) for a in call.args[1:])
+    dtype = str(x.ty.dtype)
+    exact = int if dtype.startswith(("int", "uint")) else float
+    if math.isfinite(low):
+        x = relax.op.maximum(x, relax.const(exact(low), dtype))
+    return relax.op.minimum(x, relax.const(exact(high), dtype)) if math.isfinite(high) else x
 
 
 def vectorisable_erf():

@@ -34,41 +34,46 @@ def close(got: np.ndarray, want: np.ndarray, *, rtol: float = RTOL, atol: float 
     return not np.any(error > atol * scale(want) + rtol * np.abs(want))
 
 
-def matches_untuned(model, k: int, record, *, seed: int = 0) -> bool:
+def matches_untuned(model, k: int, record) -> bool:
     """Whether task ``k`` of ``model`` (an :class:`~tunewise.tasks.ExtractedModel`) scheduled by ``record`` (a
-    MetaSchedule tuning record of its workload) computes what its untuned schedule does: both are compiled alone
-    for the model's target and run on its device on the same seeded arguments (floats standard normal, the others
-    zero), and every argument after the call, outputs and all, is compared (:func:`close`)."""
-    import tvm
-    from tvm import s_tir
+    MetaSchedule tuning record of its workload) computes what its untuned schedule does (:class:`_Untuned`)."""
+    return _Untuned(model, k).matches(record)
 
-    from tunewise import default_schedules
-    from tunewise.target import device_type
-    from tunewise.tasks import args_info
 
-    mod, target = model.task_mods[k], model.target
-    rng = np.random.default_rng(seed)
-    args = [_argument(info, rng) for info in args_info(mod)]
-    device = tvm.device(device_type(target), 0)
+class _Untuned:
+    """Task ``k`` of ``model`` compiled alone with its untuned schedule, run on its device on arguments allocated
+    as the runner allocates a candidate's (:func:`tunewise.candidate_runners.alloc_arguments`: floats random,
+    masks true, indices zero), and every argument after the call, outputs and all, kept to compare a record's
+    kernel with (:meth:`matches`, by :func:`close`)."""
 
-    def run(scheduled) -> list[np.ndarray]:
-        kernel = tvm.compile(scheduled, target=target)
-        arrays = [tvm.runtime.tensor(a, device) for a in args]
+    def __init__(self, model, k: int):
+        import tvm
+
+        from tunewise import default_schedules
+        from tunewise.candidate_runners import alloc_arguments
+        from tunewise.target import device_type
+        from tunewise.tasks import args_info
+
+        self.mod, self.target = model.task_mods[k], model.target
+        self.device = tvm.device(device_type(self.target), 0)
+        (allocated,) = alloc_arguments(self.device, [info.as_json() for info in args_info(self.mod)], 1)
+        self.args = [a.numpy() for a in allocated]
+        self.results = self._run(default_schedules.apply(self.mod, self.target))
+
+    def matches(self, record) -> bool:
+        from tvm import s_tir
+
+        schedule = s_tir.Schedule(self.mod)
+        record.trace.apply_to_schedule(schedule, remove_postproc=False)
+        return all(close(g, w) for g, w in zip(self._run(schedule.mod), self.results, strict=True))
+
+    def _run(self, scheduled) -> list[np.ndarray]:
+        import tvm
+
+        kernel = tvm.compile(scheduled, target=self.target)
+        arrays = [tvm.runtime.tensor(a, self.device) for a in self.args]
         kernel(*arrays)
         return [a.numpy() for a in arrays]
-
-    schedule = s_tir.Schedule(mod)
-    record.trace.apply_to_schedule(schedule, remove_postproc=False)
-    want = run(default_schedules.apply(mod, target))
-    return all(close(g, w) for g, w in zip(run(schedule.mod), want, strict=True))
-
-
-def _argument(info, rng: np.random.Generator) -> np.ndarray:
-    """An argument of ``info``'s shape and dtype: standard normal for floats, zero for the others."""
-    shape, dtype = [int(d) for d in info.shape], str(info.dtype)
-    if dtype.startswith(("float", "bfloat")):
-        return rng.standard_normal(shape).astype(dtype)
-    return np.zeros(shape, dtype)
 
 
 def first_matching(model, candidates: list[list]) -> tuple[list, list]:
@@ -76,7 +81,8 @@ def first_matching(model, candidates: list[list]) -> tuple[list, list]:
     :func:`matches_untuned`, ``None`` where none does; and the records passed over, each logged as a warning."""
     chosen, passed_over = [], []
     for k, (task, records) in enumerate(zip(model.tasks, candidates, strict=True)):
-        found = next((r for r in records if matches_untuned(model, k, r)), None)
+        untuned = _Untuned(model, k) if records else None
+        found = next((r for r in records if untuned.matches(r)), None)
         skipped = records.index(found) if found is not None else len(records)
         if skipped:
             _log.warning("task %s: %s computed otherwise than its untuned one (TVM compiled %s wrongly); %s is "

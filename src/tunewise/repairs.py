@@ -17,7 +17,12 @@ import math
 
 import numpy as np
 
-from tunewise.graph import rewriting_pass
+from tunewise.graph import clip_bounds, rewriting_pass
+
+
+def _argument(node, index: int, name: str, default):
+    """The ``index``-th argument of an fx ``node``, given by position or by ``name`` (``default`` when neither)."""
+    return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
 
 
 def _extremum(reduce):
@@ -25,9 +30,7 @@ def _extremum(reduce):
     ``reduce``."""
 
     def convert(node, importer):
-        x = importer.env[node.args[0]]
-        dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", ())
-        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        x, dims, keep = importer.env[node.args[0]], _argument(node, 1, "dim", ()), _argument(node, 2, "keepdim", False)
         return importer.block_builder.emit(reduce(x, list(dims) or None, bool(keep)))
 
     return convert
@@ -37,8 +40,7 @@ def _min_along(node, importer):
     """A converter of ``aten.min.dim`` (``x, dim, keepdim=False``) to the tuple of values and indices."""
     from tvm import relax
 
-    x, dim = importer.env[node.args[0]], node.args[1]
-    keep = bool(node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False))
+    x, dim, keep = importer.env[node.args[0]], node.args[1], bool(_argument(node, 2, "keepdim", False))
     values = importer.block_builder.emit(relax.op.min(x, [dim], keep))
     indices = importer.block_builder.emit(relax.op.argmin(x, dim, keep))
     return importer.block_builder.emit(relax.Tuple([values, indices]))
@@ -50,7 +52,7 @@ def _variance_and_mean(node, importer):
     from tvm import relax
 
     x = importer.env[node.args[0]]
-    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    dims = _argument(node, 1, "dim", None)
     shape = [int(d) for d in node.args[0].meta["val"].shape]
     axes = list(range(len(shape))) if not dims else [d % len(shape) for d in dims]
     correction = node.kwargs.get("correction")
@@ -130,15 +132,9 @@ def takes_from_the_front():
 def integer_clips_within_range():
     """A module pass writing ``clip(x, lo, hi)`` of an integer ``x`` with an infinite bound as ``maximum(x, lo)``,
     ``minimum(x, hi)``, or ``x``."""
-    from tvm import relax
-
     def rewrite(_builder, call):
-        x, (low, high) = call.args[0], (float(a.value) for a in call.args[1:])
-        dtype = str(x.ty.dtype)
-        if not dtype.startswith(("int", "uint")) or (math.isfinite(low) and math.isfinite(high)):
-            return None
-        if math.isfinite(low):
-            x = relax.op.maximum(x, relax.const(int(low), dtype))
-        return relax.op.minimum(x, relax.const(int(high), dtype)) if math.isfinite(high) else x
+        integer = str(call.args[0].ty.dtype).startswith(("int", "uint"))
+        infinite = not all(math.isfinite(float(a.value)) for a in call.args[1:])
+        return clip_bounds(call) if integer and infinite else None
 
     return rewriting_pass(("relax.clip",), rewrite, "IntegerClipsWithinRange")
