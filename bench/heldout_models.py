@@ -12,7 +12,18 @@ Plain torch, random weights seeded by ``--seed``:
 - ``mobile-silu``: depthwise-separable blocks with SiLU, Hardswish and squeeze-and-excitation (1x3x96x96);
 - ``tcn``: a 1-D convolutional sequence model with dilated causal convolutions and a transposed 1-D
   convolution (1x16x256);
-- ``grouped``: a ResNeXt-style network of grouped convolutions with channel shuffles (1x3x64x64).
+- ``grouped``: a ResNeXt-style network of grouped convolutions with channel shuffles (1x3x64x64);
+- ``efficientnet-b0``: EfficientNet-B0 (Tan and Le 2019): its stem, the seven stages of MBConv blocks with
+  squeeze-and-excitation and SiLU (expansion, channels, repeats, stride and kernel as in the paper), its 1280-channel
+  head and a 1000-class classifier (1x3x224x224);
+- ``yolo``: a YOLOv8n-style detector at 320x320 (1x3x320x320): a C2f backbone (widths 16-256) with SPPF, a PAN
+  neck (nearest upsampling and concatenation top-down, stride-2 convolutions bottom-up, C2f at each step) and a
+  1x1 prediction of 4 box coordinates and 80 classes at strides 8, 16 and 32, flattened and concatenated
+  (1x84x2100).
+
+The last two come from the zoo's blocks (:mod:`tunewise.zoo.architectures`); their batch-norm statistics are
+those of a seeded random input (:func:`calibrate`), so that a deep stack of random layers neither fades out nor
+blows up.
 """
 
 from __future__ import annotations
@@ -23,6 +34,8 @@ import os
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from tunewise.zoo.architectures import SPPF, C2f, MBConv
 
 
 class UNet(nn.Module):
@@ -136,17 +149,89 @@ class Grouped(nn.Module):
         return self.head(F.adaptive_avg_pool2d(h, 1).flatten(1))
 
 
+def conv_bn_silu(cin: int, cout: int, kernel: int, stride: int = 1) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, kernel, stride, kernel // 2, bias=False), nn.BatchNorm2d(cout), nn.SiLU())
+
+
+class EfficientNetB0(nn.Module):
+    STAGES = [(1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 40, 2, 2, 5), (6, 80, 3, 2, 3), (6, 112, 3, 1, 5),
+              (6, 192, 4, 2, 5), (6, 320, 1, 1, 3)]  # expansion, channels, repeats, stride, kernel
+
+    def __init__(self, classes: int = 1000):
+        super().__init__()
+        layers: list[nn.Module] = [conv_bn_silu(3, 32, 3, 2)]
+        cin = 32
+        for expand, cout, repeats, stride, kernel in self.STAGES:
+            for i in range(repeats):
+                layers.append(MBConv(cin, cout, expand=expand, kernel=kernel, stride=stride if i == 0 else 1))
+                cin = cout
+        layers.append(conv_bn_silu(cin, 1280, 1))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(1280, classes)
+
+    def forward(self, x):
+        return self.classifier(F.adaptive_avg_pool2d(self.features(x), 1).flatten(1))
+
+
+class YOLO(nn.Module):
+    def __init__(self, classes: int = 80):
+        super().__init__()
+        self.p2 = nn.Sequential(conv_bn_silu(3, 16, 3, 2), conv_bn_silu(16, 32, 3, 2), C2f(32, 32))
+        self.p3 = nn.Sequential(conv_bn_silu(32, 64, 3, 2), C2f(64, 64, n=2))
+        self.p4 = nn.Sequential(conv_bn_silu(64, 128, 3, 2), C2f(128, 128, n=2))
+        self.p5 = nn.Sequential(conv_bn_silu(128, 256, 3, 2), C2f(256, 256), SPPF(256, 256))
+        self.top4, self.top3 = C2f(384, 128, shortcut=False), C2f(192, 64, shortcut=False)
+        self.down3, self.bottom4 = conv_bn_silu(64, 64, 3, 2), C2f(192, 128, shortcut=False)
+        self.down4, self.bottom5 = conv_bn_silu(128, 128, 3, 2), C2f(384, 256, shortcut=False)
+        self.heads = nn.ModuleList(nn.Conv2d(c, 4 + classes, 1) for c in (64, 128, 256))
+
+    def forward(self, x):
+        p3 = self.p3(self.p2(x))
+        p4 = self.p4(p3)
+        p5 = self.p5(p4)
+        t4 = self.top4(torch.cat([F.interpolate(p5, scale_factor=2.0, mode="nearest"), p4], 1))
+        n3 = self.top3(torch.cat([F.interpolate(t4, scale_factor=2.0, mode="nearest"), p3], 1))
+        n4 = self.bottom4(torch.cat([self.down3(n3), t4], 1))
+        n5 = self.bottom5(torch.cat([self.down4(n4), p5], 1))
+        return torch.cat([head(n).flatten(2) for head, n in zip(self.heads, (n3, n4, n5), strict=True)], 2)
+
+
 MODELS = {"unet": (UNet, (1, 3, 64, 64)), "vit": (ViT, (1, 3, 64, 64)), "mobile-silu": (MobileSiLU, (1, 3, 96, 96)),
-          "tcn": (TCN, (1, 16, 256)), "grouped": (Grouped, (1, 3, 64, 64))}
+          "tcn": (TCN, (1, 16, 256)), "grouped": (Grouped, (1, 3, 64, 64)),
+          "efficientnet-b0": (EfficientNetB0, (1, 3, 224, 224)), "yolo": (YOLO, (1, 3, 320, 320))}
+CALIBRATED = ("efficientnet-b0", "yolo")  # full-size networks: batch norm set by calibrate
+
+
+def calibrate(model: nn.Module, x: torch.Tensor) -> nn.Module:
+    """``model`` in eval mode with each batch norm's running statistics those of its input when ``model`` runs
+    on ``x``: every batch norm then normalises, as in a trained network."""
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    for norm in norms:
+        norm.reset_running_stats()
+        norm.momentum = None  # a cumulative average: one call sets the statistics of that call
+    model.train()
+    with torch.no_grad():
+        model(x)
+    for norm in norms:
+        norm.momentum = 0.1
+    return model.eval()
+
+
+def build(name: str, seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor]]:
+    """Model ``name`` in eval mode with weights seeded by ``seed``, and its example input."""
+    cls, shape = MODELS[name]
+    torch.manual_seed(seed)
+    model = cls().eval()
+    example = (torch.randn(*shape),)
+    if name in CALIBRATED:
+        calibrate(model, torch.randn(*shape))
+    return model, example
 
 
 def write(name: str, folder: str, seed: int = 0) -> tuple[str, str]:
     """Model ``name`` with weights seeded by ``seed``, saved as ``folder/NAME.pt2`` (its ``torch.export``
     program) and ``folder/NAME.onnx``; returns both paths."""
-    cls, shape = MODELS[name]
-    torch.manual_seed(seed)
-    model = cls().eval()
-    example = (torch.randn(*shape),)
+    model, example = build(name, seed)
     pt2, onnx = os.path.join(folder, f"{name}.pt2"), os.path.join(folder, f"{name}.onnx")
     torch.export.save(torch.export.export(model, example), pt2)
     torch.onnx.export(model, example, onnx, dynamo=False, input_names=["x"])

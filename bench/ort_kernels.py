@@ -88,6 +88,56 @@ def profile_onnxruntime(model_path: str, inputs, runs: int, warmup: int) -> tupl
     return node_times(profiled.end_profiling(), runs), statistics.median(walls)
 
 
+def best_tasks(model, store, database, run: int) -> list[dict]:
+    """Each task of run ``run`` (``model``: the run's extracted model): its name, weight, best recorded latency
+    (``seconds``; its default latency when it has no record: ``tuned`` false) and its arguments' dimensions."""
+    from tunewise.tasks import args_info
+
+    tasks = []
+    for task, mod, saved in zip(model.tasks, model.task_mods, store.get_tasks(run), strict=True):
+        workload = database.workload_id(mod)
+        best = store.top_trials(workload, 1, database.target) if workload is not None else []
+        tasks.append({"name": task.name, "weight": task.weight,
+                      "seconds": best[0].latency if best else saved.default_latency, "tuned": bool(best),
+                      "dims": [dims(a.shape) for a in args_info(mod)]})
+    return tasks
+
+
+def pair(nodes: list[dict], tasks: list[dict]) -> dict:
+    """onnxruntime's ``nodes`` (:func:`node_times`) and a run's ``tasks`` (:func:`best_tasks`) paired into rows
+    (``paired``, by onnxruntime's time, most first), with what is left on either side and the totals."""
+    # a bipartite graph of onnxruntime's nodes and our tasks, an edge where a task's arguments match the node's
+    # input and output; each connected component is a row
+    graph = networkx.Graph()
+    unpaired_nodes = defaultdict(float)
+    for i, node in enumerate(nodes):
+        matches = [] if node["op"] not in PAIRED_OPS or not (node["input"] and node["output"]) else [
+            t["name"] for t in tasks if any(word in t["name"] for word in PAIRED_TASKS)
+            and dims(node["input"]) in t["dims"][:-1] and dims(node["output"]) == t["dims"][-1]]
+        if not matches:
+            unpaired_nodes[node["op"]] += node["seconds"]
+        graph.add_edges_from((("node", i), ("task", name)) for name in matches)
+    by_name = {t["name"]: t for t in tasks}
+    rows = []
+    for component in networkx.connected_components(graph):
+        members = [nodes[i] for kind, i in component if kind == "node"]
+        names = sorted(name for kind, name in component if kind == "task")
+        ort_s = sum(n["seconds"] for n in members)
+        ours = sum(by_name[n]["weight"] * by_name[n]["seconds"] for n in names)
+        rows.append({"ops": sorted({n["op"] for n in members}), "nodes": len(members),
+                     "shapes": sorted({(tuple(n["input"]), tuple(n["output"])) for n in members}),
+                     "tasks": names, "ort_s": ort_s, "tunewise_s": ours, "ratio": ours / ort_s})
+    rows.sort(key=lambda r: -r["ort_s"])
+    paired_tasks = {name for row in rows for name in row["tasks"]}
+    unpaired_tasks = {t["name"]: t["weight"] * t["seconds"] for t in tasks if t["name"] not in paired_tasks}
+    return {"onnxruntime_nodes_s": sum(n["seconds"] for n in nodes), "paired": rows,
+            "onnxruntime_paired_s": sum(r["ort_s"] for r in rows),
+            "tunewise_paired_s": sum(r["tunewise_s"] for r in rows),
+            "onnxruntime_unpaired_s": dict(unpaired_nodes), "tunewise_unpaired_s": unpaired_tasks,
+            "tunewise_estimate_s": sum(t["weight"] * t["seconds"] for t in tasks),
+            "untuned_tasks": [t["name"] for t in tasks if not t["tuned"]]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", required=True)
@@ -117,53 +167,15 @@ def main() -> None:
         torch.onnx.export(module.eval(), inputs, path, dynamo=False)
         nodes, ort_wall = profile_onnxruntime(path, [t.detach().numpy() for t in inputs], args.runs, args.warmup)
 
-    from tunewise.tasks import args_info
-
-    stored = store.get_tasks(args.run)
-    tasks = []
-    for task, mod, saved in zip(model.tasks, model.task_mods, stored, strict=True):
-        workload = database.workload_id(mod)
-        best = store.top_trials(workload, 1, database.target) if workload is not None else []
-        tasks.append({"name": task.name, "weight": task.weight,
-                      "seconds": best[0].latency if best else saved.default_latency, "tuned": bool(best),
-                      "dims": [dims(a.shape) for a in args_info(mod)]})
-
-    # a bipartite graph of onnxruntime's nodes and our tasks, an edge where a task's arguments match the node's
-    # input and output; each connected component is a row
-    graph = networkx.Graph()
-    unpaired_nodes = defaultdict(float)
-    for i, node in enumerate(nodes):
-        matches = [] if node["op"] not in PAIRED_OPS or not (node["input"] and node["output"]) else [
-            t["name"] for t in tasks if any(word in t["name"] for word in PAIRED_TASKS)
-            and dims(node["input"]) in t["dims"][:-1] and dims(node["output"]) == t["dims"][-1]]
-        if not matches:
-            unpaired_nodes[node["op"]] += node["seconds"]
-        graph.add_edges_from((("node", i), ("task", name)) for name in matches)
-    by_name = {t["name"]: t for t in tasks}
-    rows = []
-    for component in networkx.connected_components(graph):
-        members = [nodes[i] for kind, i in component if kind == "node"]
-        names = sorted(name for kind, name in component if kind == "task")
-        ort_s = sum(n["seconds"] for n in members)
-        ours = sum(by_name[n]["weight"] * by_name[n]["seconds"] for n in names)
-        rows.append({"ops": sorted({n["op"] for n in members}), "nodes": len(members),
-                     "shapes": sorted({(tuple(n["input"]), tuple(n["output"])) for n in members}),
-                     "tasks": names, "ort_s": ort_s, "tunewise_s": ours, "ratio": ours / ort_s})
-    rows.sort(key=lambda r: -r["ort_s"])
-    paired_tasks = {name for row in rows for name in row["tasks"]}
-    unpaired_tasks = {t["name"]: t["weight"] * t["seconds"] for t in tasks if t["name"] not in paired_tasks}
+    tasks = best_tasks(model, store, database, args.run)
     result = {"store": args.store, "run": args.run, "model": model.name, "runs": args.runs,
-              "onnxruntime_call_s": ort_wall, "onnxruntime_nodes_s": sum(n["seconds"] for n in nodes),
-              "paired": rows, "onnxruntime_paired_s": sum(r["ort_s"] for r in rows),
-              "tunewise_paired_s": sum(r["tunewise_s"] for r in rows),
-              "onnxruntime_unpaired_s": dict(unpaired_nodes), "tunewise_unpaired_s": unpaired_tasks,
-              "tunewise_estimate_s": sum(t["weight"] * t["seconds"] for t in tasks),
-              "untuned_tasks": [t["name"] for t in tasks if not t["tuned"]]}
+              "onnxruntime_call_s": ort_wall, **pair(nodes, tasks)}
     with open(args.out, "w") as f:
         json.dump(provenance.stamped(result), f, indent=1)
+    unpaired_nodes = result["onnxruntime_unpaired_s"]
     print(f"{'op':10s} {'input':>16s} {'output':>16s} {'nodes':>5s} {'tasks':>5s} {'ort':>8s} {'ours':>8s} "
           f"{'ours/ort':>8s}  (ms)")
-    for r in rows:
+    for r in result["paired"]:
         data, out = ("x".join(map(str, s)) for s in r["shapes"][0])
         print(f"{'+'.join(r['ops']):10s} {data:>16s} {out:>16s} {r['nodes']:5d} {len(r['tasks']):5d} "
               f"{1e3 * r['ort_s']:8.3f} {1e3 * r['tunewise_s']:8.3f} {r['ratio']:8.2f}"
@@ -171,7 +183,7 @@ def main() -> None:
     print(f"paired: ort {1e3 * result['onnxruntime_paired_s']:.2f} ms, ours {1e3 * result['tunewise_paired_s']:.2f}"
           f" ms; unpaired: ort {1e3 * sum(unpaired_nodes.values()):.2f} ms "
           f"({', '.join(f'{op} {1e3 * s:.2f}' for op, s in sorted(unpaired_nodes.items(), key=lambda x: -x[1]))}),"
-          f" ours {1e3 * sum(unpaired_tasks.values()):.2f} ms; ort call {1e3 * ort_wall:.2f} ms, "
+          f" ours {1e3 * sum(result['tunewise_unpaired_s'].values()):.2f} ms; ort call {1e3 * ort_wall:.2f} ms, "
           f"ort nodes {1e3 * result['onnxruntime_nodes_s']:.2f} ms, our estimate "
           f"{1e3 * result['tunewise_estimate_s']:.2f} ms")
 

@@ -2,10 +2,15 @@
 
 Each entry builds ``(module, example_inputs)`` from a seed, so the same name and seed always give the same
 weights and inputs. The architectures (:mod:`tunewise.zoo.architectures`) follow the published ones
-(ResNet-18, MobileNetV2, SqueezeNet 1.1, VGG-11, a BERT-style encoder) at batch 1; ``tiny-cnn``, ``tiny-mlp``
-and ``tiny-gpt`` (a causal decoder with a tied head) are small models for demos and tests, and
-``inception-cells`` is a stack of wide parallel branches for multi-stream runtimes. The names and input shapes
-are known without importing PyTorch.
+(ResNet-18, MobileNetV2, SqueezeNet 1.1, VGG-11, a BERT-style encoder) at batch 1. The blocks modern networks
+are made of, one each at the size it has in its network, make a corpus of their own (:data:`BLOCKS`):
+``mbconv`` (EfficientNet-B0's 24-channel stage at 56x56), ``c2f-sppf`` (the last stage of a YOLOv8n-style
+backbone at 640x640, and its upsampling into the neck), ``convnext-block`` (ConvNeXt-T's first stage),
+``llama-block`` (a decoder layer, 128 tokens of 256), ``swin-blocks`` (Swin-T's first stage: plain and
+shifted windows), ``stem-conv`` (224x224 to 32 channels) and ``conformer-conv`` (128 frames of 256).
+``tiny-cnn``, ``tiny-mlp`` and ``tiny-gpt`` (a causal decoder with a tied head) are small models for demos and
+tests, and ``inception-cells`` is a stack of wide parallel branches for multi-stream runtimes. The names and
+input shapes are known without importing PyTorch.
 
 >>> model, inputs = get("tiny-cnn")
 >>> tuple(model(*inputs).shape)
@@ -26,7 +31,7 @@ class ZooEntry:
 
     architecture: str
     input_shape: tuple[int, ...]
-    input_kind: str = "image"  # "image": float N(0, 1); "tokens": int64 ids below ``vocab``
+    input_kind: str = "image"  # "image": float N(0, 1) (also a block's features); "tokens": int64 ids below ``vocab``
     vocab: int = 0
 
     def build(self):
@@ -43,10 +48,19 @@ MODELS: dict[str, ZooEntry] = {
     "vgg11": ZooEntry("VGG11", (1, 3, 224, 224)),
     "transformer": ZooEntry("TransformerEncoder", (1, 128), "tokens", vocab=8192),
     "inception-cells": ZooEntry("InceptionCells", (1, 3, 64, 64)),
+    "mbconv": ZooEntry("MBConv", (1, 24, 56, 56)),
+    "c2f-sppf": ZooEntry("C2fSPPF", (1, 128, 40, 40)),
+    "convnext-block": ZooEntry("ConvNeXtBlock", (1, 96, 56, 56)),
+    "llama-block": ZooEntry("LlamaBlock", (1, 128, 256)),
+    "swin-blocks": ZooEntry("SwinBlocks", (1, 56 * 56, 96)),
+    "stem-conv": ZooEntry("StemConv", (1, 3, 224, 224)),
+    "conformer-conv": ZooEntry("ConformerConv", (1, 128, 256)),
     "tiny-cnn": ZooEntry("TinyCNN", (1, 3, 16, 16)),
     "tiny-mlp": ZooEntry("TinyMLP", (1, 64)),
     "tiny-gpt": ZooEntry("TinyGPT", (1, 8), "tokens", vocab=64),
 }
+
+BLOCKS = ("mbconv", "c2f-sppf", "convnext-block", "llama-block", "swin-blocks", "stem-conv", "conformer-conv")
 
 
 def names() -> list[str]:
@@ -67,7 +81,7 @@ def get(name: str, *, seed: int = 0) -> tuple:
         torch.manual_seed(seed)
         model = entry.build().eval()
         for module in model.modules():  # non-trivial batch-norm statistics, so folding them is checked
-            if isinstance(module, torch.nn.BatchNorm2d):
+            if isinstance(module, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
                 module.running_mean.uniform_(-0.1, 0.1)
                 module.running_var.uniform_(0.5, 1.5)
     if entry.input_kind == "tokens":

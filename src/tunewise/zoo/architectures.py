@@ -1,5 +1,7 @@
 """The zoo's architectures in plain PyTorch, after the published ones (ResNet-18, MobileNetV2, SqueezeNet 1.1,
-VGG-11, a BERT-style encoder), and small models for demos and tests."""
+VGG-11, a BERT-style encoder), the blocks modern networks are made of (MBConv, C2f with SPPF, ConvNeXt, a
+LLaMA decoder layer, Swin window attention, a stem convolution, Conformer's convolution module), and small
+models for demos and tests."""
 
 from __future__ import annotations
 
@@ -243,3 +245,263 @@ class TinyMLP(nn.Module):
 
     def forward(self, x):
         return self.body(x)
+
+
+class SqueezeExcite(nn.Module):
+    """Squeeze-and-excitation (Hu et al. 2018) as EfficientNet has it: global average, 1x1 reduction to
+    ``squeezed`` channels, SiLU, 1x1 expansion, sigmoid gate on the input."""
+
+    def __init__(self, channels: int, squeezed: int):
+        super().__init__()
+        self.reduce, self.expand = nn.Conv2d(channels, squeezed, 1), nn.Conv2d(squeezed, channels, 1)
+
+    def forward(self, x):
+        s = nn.functional.adaptive_avg_pool2d(x, 1)
+        return x * torch.sigmoid(self.expand(nn.functional.silu(self.reduce(s))))
+
+
+class MBConv(nn.Module):
+    """MBConv (Tan and Le 2019, EfficientNet): 1x1 expansion (none when ``expand`` is 1), ``kernel`` x ``kernel``
+    depthwise convolution, squeeze-and-excitation to a quarter of the input channels, 1x1 projection, SiLU
+    after batch norm, and a residual connection where the shapes allow."""
+
+    def __init__(self, cin: int = 24, cout: int = 24, *, expand: int = 6, kernel: int = 3, stride: int = 1):
+        super().__init__()
+        hidden = cin * expand
+        layers: list[nn.Module] = [] if expand == 1 else [_conv_bn(cin, hidden, 1, act=nn.SiLU)]
+        layers += [_conv_bn(hidden, hidden, kernel, stride, groups=hidden, act=nn.SiLU),
+                   SqueezeExcite(hidden, max(1, cin // 4)), _conv_bn(hidden, cout, 1, act=None)]
+        self.body = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        return x + self.body(x) if self.residual else self.body(x)
+
+
+class _Bottleneck(nn.Module):
+    def __init__(self, channels: int, shortcut: bool):
+        super().__init__()
+        self.body = nn.Sequential(_conv_bn(channels, channels, 3, act=nn.SiLU),
+                                  _conv_bn(channels, channels, 3, act=nn.SiLU))
+        self.shortcut = shortcut
+
+    def forward(self, x):
+        return x + self.body(x) if self.shortcut else self.body(x)
+
+
+class C2f(nn.Module):
+    """YOLOv8's C2f: a 1x1 convolution split in two halves (``chunk``), ``n`` bottlenecks chained on the second,
+    every intermediate concatenated and joined by a 1x1 convolution; convolutions with batch norm and SiLU."""
+
+    def __init__(self, cin: int, cout: int, *, n: int = 1, shortcut: bool = True):
+        super().__init__()
+        half = cout // 2
+        self.enter = _conv_bn(cin, 2 * half, 1, act=nn.SiLU)
+        self.bottlenecks = nn.ModuleList(_Bottleneck(half, shortcut) for _ in range(n))
+        self.leave = _conv_bn((2 + n) * half, cout, 1, act=nn.SiLU)
+
+    def forward(self, x):
+        parts = list(self.enter(x).chunk(2, 1))
+        for bottleneck in self.bottlenecks:
+            parts.append(bottleneck(parts[-1]))
+        return self.leave(torch.cat(parts, 1))
+
+
+class SPPF(nn.Module):
+    """YOLOv5's fast spatial pyramid pooling: a 1x1 convolution halving the channels, three 5x5 max-pools in a
+    chain (stride 1), the four maps concatenated and a 1x1 convolution."""
+
+    def __init__(self, cin: int, cout: int, *, kernel: int = 5):
+        super().__init__()
+        self.enter = _conv_bn(cin, cin // 2, 1, act=nn.SiLU)
+        self.pool = nn.MaxPool2d(kernel, 1, kernel // 2)
+        self.leave = _conv_bn(cin // 2 * 4, cout, 1, act=nn.SiLU)
+
+    def forward(self, x):
+        maps = [self.enter(x)]
+        for _ in range(3):
+            maps.append(self.pool(maps[-1]))
+        return self.leave(torch.cat(maps, 1))
+
+
+class C2fSPPF(nn.Module):
+    """The deepest stage of a YOLOv8-style backbone and the first step of its neck: a stride-2 convolution, C2f and
+    SPPF at twice the channels, nearest upsampling x2 concatenated with the stage's input, and a C2f (no
+    shortcut) back to ``channels``."""
+
+    def __init__(self, channels: int = 128):
+        super().__init__()
+        wide = 2 * channels
+        self.stage = nn.Sequential(_conv_bn(channels, wide, 3, 2, act=nn.SiLU), C2f(wide, wide), SPPF(wide, wide))
+        self.neck = C2f(wide + channels, channels, shortcut=False)
+
+    def forward(self, x):
+        up = nn.functional.interpolate(self.stage(x), scale_factor=2.0, mode="nearest")
+        return self.neck(torch.cat([up, x], 1))
+
+
+class ConvNeXtBlock(nn.Module):
+    """A ConvNeXt block (Liu et al. 2022): 7x7 depthwise convolution, LayerNorm over channels-last, a 1x1 MLP of
+    four times the channels with GELU (as linear layers), layer scale, residual. The layer scale starts in
+    [0.5, 1) rather than the paper's 1e-6, so that the branch shows in the output."""
+
+    def __init__(self, dim: int = 96):
+        super().__init__()
+        self.depthwise = nn.Conv2d(dim, dim, 7, padding=3, groups=dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        self.scale = nn.Parameter(0.5 + 0.5 * torch.rand(dim))
+
+    def forward(self, x):
+        y = self.mlp(self.norm(self.depthwise(x).permute(0, 2, 3, 1)))
+        return x + (self.scale * y).permute(0, 3, 1, 2)
+
+
+class _RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(dim)), eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class LlamaBlock(nn.Module):
+    """A LLaMA decoder layer (Touvron et al. 2023) on hidden states ``(batch, seq, dim)``: RMSNorm, rotary
+    position embedding of queries and keys, causal attention (``scaled_dot_product_attention``), residual;
+    RMSNorm, SiLU-gated MLP of ``hidden`` channels, residual. No biases."""
+
+    def __init__(self, dim: int = 256, heads: int = 4, hidden: int = 768, seq: int = 128):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = _RMSNorm(dim), _RMSNorm(dim)
+        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim, bias=False) for _ in range(4))
+        self.gate, self.up = nn.Linear(dim, hidden, bias=False), nn.Linear(dim, hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+        head = dim // heads
+        angles = torch.outer(torch.arange(seq, dtype=torch.float32),
+                             10000.0 ** (-torch.arange(0, head, 2, dtype=torch.float32) / head))
+        self.register_buffer("cos", torch.cat([angles.cos()] * 2, -1), persistent=False)
+        self.register_buffer("sin", torch.cat([angles.sin()] * 2, -1), persistent=False)
+
+    def _rotate(self, x):
+        first, second = x.chunk(2, -1)
+        return x * self.cos + torch.cat([-second, first], -1) * self.sin
+
+    def _heads(self, x):
+        b, s, d = x.shape
+        return x.view(b, s, self.heads, d // self.heads).transpose(1, 2)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        h = self.norm1(x)
+        q, k, v = self._rotate(self._heads(self.q(h))), self._rotate(self._heads(self.k(h))), self._heads(self.v(h))
+        attended = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o(attended.transpose(1, 2).reshape(b, s, d))
+        h = self.norm2(x)
+        return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
+
+
+class _WindowAttention(nn.Module):
+    """Multi-head self-attention within ``window`` x ``window`` windows, with a learnt relative position bias
+    (a table gathered by a fixed index) and an optional additive mask per window."""
+
+    def __init__(self, dim: int, heads: int, window: int):
+        super().__init__()
+        self.heads = heads
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.table = nn.Parameter(torch.randn((2 * window - 1) ** 2, heads) * 0.02)
+        coords = torch.stack(torch.meshgrid(torch.arange(window), torch.arange(window), indexing="ij")).flatten(1)
+        relative = coords[:, :, None] - coords[:, None, :] + window - 1
+        self.register_buffer("index", (relative[0] * (2 * window - 1) + relative[1]).flatten(), persistent=False)
+
+    def forward(self, x, mask=None):
+        windows, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(windows, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        scores = (q * (c // self.heads) ** -0.5) @ k.transpose(-2, -1)
+        scores = scores + self.table[self.index].view(n, n, self.heads).permute(2, 0, 1)
+        if mask is not None:
+            scores = scores + mask.unsqueeze(1)
+        return self.proj((torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(windows, n, c))
+
+
+class _SwinBlock(nn.Module):
+    def __init__(self, dim: int, heads: int, resolution: int, window: int, shift: int):
+        super().__init__()
+        self.resolution, self.window, self.shift = resolution, window, shift
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attention = _WindowAttention(dim, heads, window)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        if shift:  # the shifted windows that wrap around join regions that attend only within themselves
+            regions = torch.zeros(1, resolution, resolution, 1)
+            cuts = (slice(0, -window), slice(-window, -shift), slice(-shift, None))
+            for i, (rows, cols) in enumerate((r, c) for r in cuts for c in cuts):
+                regions[:, rows, cols, :] = i
+            labels = self._partition(regions).squeeze(-1)
+            mask = (labels[:, None, :] != labels[:, :, None]).float() * -100.0
+            self.register_buffer("mask", mask, persistent=False)
+        else:
+            self.mask = None
+
+    def _partition(self, x):
+        b, h, w, c = x.shape
+        s = self.window
+        return x.view(b, h // s, s, w // s, s, c).permute(0, 1, 3, 2, 4, 5).reshape(-1, s * s, c)
+
+    def _merge(self, windows, b: int, c: int):
+        s, r = self.window, self.resolution
+        return windows.view(b, r // s, r // s, s, s, c).permute(0, 1, 3, 2, 4, 5).reshape(b, r, r, c)
+
+    def forward(self, x):
+        b, length, c = x.shape
+        h = self.norm1(x).view(b, self.resolution, self.resolution, c)
+        if self.shift:
+            h = torch.roll(h, (-self.shift, -self.shift), (1, 2))
+        h = self._merge(self.attention(self._partition(h), self.mask), b, c)
+        if self.shift:
+            h = torch.roll(h, (self.shift, self.shift), (1, 2))
+        x = x + h.reshape(b, length, c)
+        return x + self.mlp(self.norm2(x))
+
+
+class SwinBlocks(nn.Module):
+    """Two Swin Transformer blocks (Liu et al. 2021) on tokens ``(batch, resolution**2, dim)``: window attention
+    with relative position bias, then the same with windows shifted by half a window (``torch.roll``, masked
+    where a window wraps around); pre-norm, GELU MLP of four times ``dim``."""
+
+    def __init__(self, dim: int = 96, heads: int = 3, resolution: int = 56, window: int = 7):
+        super().__init__()
+        self.blocks = nn.Sequential(_SwinBlock(dim, heads, resolution, window, 0),
+                                    _SwinBlock(dim, heads, resolution, window, window // 2))
+
+    def forward(self, x):
+        return self.blocks(x)
+
+
+class StemConv(nn.Module):
+    """A network's stem: a 3x3 stride-2 convolution from 3 channels, batch norm, SiLU."""
+
+    def __init__(self, channels: int = 32):
+        super().__init__()
+        self.body = _conv_bn(3, channels, 3, 2, act=nn.SiLU)
+
+    def forward(self, x):
+        return self.body(x)
+
+
+class ConformerConv(nn.Module):
+    """Conformer's convolution module (Gulati et al. 2020) on ``(batch, time, dim)``: LayerNorm, pointwise
+    convolution to twice ``dim``, GLU, depthwise Conv1d of ``kernel``, BatchNorm, Swish (SiLU), pointwise
+    convolution, residual."""
+
+    def __init__(self, dim: int = 256, kernel: int = 31):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.expand = nn.Conv1d(dim, 2 * dim, 1)
+        self.depthwise = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=dim)
+        self.bn = nn.BatchNorm1d(dim)
+        self.project = nn.Conv1d(dim, dim, 1)
+
+    def forward(self, x):
+        y = nn.functional.glu(self.expand(self.norm(x).transpose(1, 2)), dim=1)
+        return x + self.project(nn.functional.silu(self.bn(self.depthwise(y)))).transpose(1, 2)
