@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -76,10 +77,12 @@ def onnx_file(name: str, source: str, folder: str, seed: int) -> str:
 
 
 def heaviest_task(summary) -> dict:
-    """The task of a run (a :class:`tunewise.report.RunSummary`) holding most of its tuned estimate."""
+    """The task of a run (a :class:`tunewise.report.RunSummary`) holding most of its tuned estimate
+    (``best_ms``: ``None`` where it has no measured trial)."""
     task = max(summary.tasks, key=lambda t: t.latency_share)
     return {"name": task.name, "share": task.latency_share, "weight": task.weight, "trials": task.trials,
-            "best_ms": task.best * 1e3, "default_ms": task.default_latency * 1e3}
+            "best_ms": task.best * 1e3 if math.isfinite(task.best) else None,
+            "default_ms": task.default_latency * 1e3}
 
 
 def kernels(store, run: int, onnx_path: str) -> dict:
