@@ -7,8 +7,8 @@
 
 ``--models`` takes zoo names, ``.pt2`` and ``.onnx`` files (a file's results go under its file name,
 ``model.onnx``), and the held-out models' names (``unet``, ``vit``, ``mobile-silu``, ``tcn``, ``grouped``,
-``efficientnet-b0``, ``yolo``), each written by :mod:`heldout_models` as its ``.pt2`` file, with weights seeded by ``--seed``, into a
-temporary folder.
+``efficientnet-b0``, ``yolo``), each written by :mod:`heldout_models` as its ``.pt2`` file, with weights seeded
+by ``--seed``, into a temporary folder.
 
 Per model: one import, one extraction and one measurement of the default latencies, shared by both arms;
 PyTorch eager, onnxruntime and ``torch.compile`` (inductor, its default mode) timed one after the other in a
