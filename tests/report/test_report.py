@@ -200,14 +200,14 @@ def test_calibrated_forecasts_are_shown_as_they_stood_at_moments_of_the_run():
         return Forecast(slot, elapsed, (elapsed, 100.0), (3e-3, 1.5e-3), (3e-3, 2e-3), (3e-3, 2.5e-3),
                         tuple(1.4e-3 + 1.2e-3 * q for q in END_LEVELS), goal=2e-3)
 
-    for slot, elapsed in enumerate((10.0, 30.0, 55.0, 80.0)):  # 10 s: under a quarter of the budget, not shown
+    for slot, elapsed in enumerate((30.0, 50.0, 70.0, 100.0)):  # 30 s: under half the budget, not shown
         store.add_trials(run, [StoredTrial(w, _record(), (3e-3,), task=0, slot=slot)],
                          Checkpoint(slot, 0, 1, elapsed, 10.0, 3e-3, forecast=forecast(slot, elapsed)))
     summary = report.summarize(store, run)
     assert [f.slot for f in summary.forecasts()] == [1, 2, 3]  # at 25 % (none calibrated yet), 50 %, 75 %, last
     lines = [line for line in report.run_table(summary) if line.startswith("forecast")]
-    assert lines[0] == ("forecast after 30s (slot 1), budget end at 100s: ~2 ms at budget end (80 %: 1.5-2.5); "
-                        "goal 2 ms in ~70s (80 %: 70s-never)")
+    assert lines[0] == ("forecast after 50s (slot 1), budget end at 100s: ~2 ms at budget end (80 %: 1.5-2.5); "
+                        "goal 2 ms in ~50s (80 %: 50s-never)")
     figure = report.latency_figure([summary])
     assert [t.name for t in figure.data if t.name and "forecast" in t.name] == [
-        f"run {run}: forecast at {s} s{band}" for s in (30, 55, 80) for band in (" (80 %)", "")]
+        f"run {run}: forecast at {s} s{band}" for s in (50, 70, 100) for band in (" (80 %)", "")]
