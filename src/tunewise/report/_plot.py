@@ -48,7 +48,8 @@ def _latency_plot(ax, summaries: list[RunSummary]) -> None:
         color = f"C{i}"
         points = [(t, v * 1e3) for t, v in s.curve if math.isfinite(v)]
         if points:
-            ax.step(*zip(*points, strict=True), where="post", color=color, label=f"{s.label}: estimate")
+            ax.step(*zip(*points, strict=True), where="post", color=color, marker=".", markersize=3,
+                    label=f"{s.label}: estimate")
         checks = [(m.elapsed, m.latency * 1e3) for m in s.measured if math.isfinite(m.latency)]
         if checks:
             ax.plot(*zip(*checks, strict=True), "s", color=color, markeredgecolor="black",
@@ -80,21 +81,19 @@ def _latency_plot(ax, summaries: list[RunSummary]) -> None:
 
 
 def _task_panel(ax, summaries: list[RunSummary], name: str) -> None:
-    """One task's best latency against its trials, from its default schedule (trial 0), in each run's colour."""
-    titled = False
-    for i, s in enumerate(summaries):
-        task = next((t for t in s.tasks if t.name == name), None)
-        if task is None:
-            continue
+    """One task's best latency against its trials, from its default schedule (trial 0), in each run's colour;
+    its title gives its largest share of the model latency and the tuning time each run spent on it."""
+    found = [(i, t) for i, s in enumerate(summaries) for t in s.tasks if t.name == name]
+    for i, task in found:
         points = [(n, v * 1e3) for n, v in ((0, task.default_latency), *task.curve) if math.isfinite(v)]
         if points:
             ax.step(*zip(*points, strict=True), where="post", color=f"C{i}")
-        if not titled:
-            ax.set_title(f"#{task.index} {short(name, 34)}\n{100 * task.latency_share:.0f} % of the latency, "
-                         f"{task.seconds:.0f} s of tuning", fontsize=7)
-            titled = True
+    share = max(t.latency_share for _, t in found)
+    spent = ", ".join(f"{t.seconds:.0f} s" for _, t in found)
+    ax.set_title(f"#{found[0][1].index} {short(name, 34)}\n{100 * share:.0f} % of the latency, {spent} of tuning",
+                 fontsize=7)
     ax.set_yscale("log")
-    _plain_log_ticks(ax, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0))  # a task's curve often spans less than 2x
+    _plain_log_ticks(ax)
     ax.tick_params(which="both", labelsize=6)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3, which="both")
@@ -115,7 +114,9 @@ def _failures_panel(ax, summaries: list[RunSummary]) -> None:
         ax.barh([k + i * height for k in range(len(names))], [counts[n].get(i, 0) for n in names], height,
                 color=f"C{i}")
     ax.set_yticks([k + 0.4 - height / 2 for k in range(len(names))], names, fontsize=6)
+    ax.set_ylim(-0.5, max(len(names), 4) - 0.5)  # bars as thin as four tasks' would be
     ax.invert_yaxis()
+    ax.set_xlabel("failed candidates", fontsize=6)
     ax.tick_params(labelsize=6)
     ax.xaxis.get_major_locator().set_params(integer=True)
     total = sum(s.failures for s in summaries)
@@ -149,10 +150,15 @@ def figure(summaries: list[RunSummary]):
     return fig
 
 
-def _plain_log_ticks(ax, subs=(1.0, 2.0, 5.0)) -> None:
-    """A log axis labelled in plain numbers at ``subs`` times the powers of ten."""
+def _plain_log_ticks(ax) -> None:
+    """A log y axis labelled in plain numbers, at 1, 2 and 5 times the powers of ten, or closer where the axis
+    spans less than a decade (a task's curve often spans less than 2x), or only at the powers of ten where it
+    spans more than three."""
     from matplotlib import ticker
 
+    low, high = ax.get_ylim()
+    span = high / low if low > 0 else math.inf
+    subs = (1.0,) if span > 1e3 else (1.0, 2.0, 5.0) if span > 10 else (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
     ax.yaxis.set_major_locator(ticker.LogLocator(subs=subs))
     ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:.3g}"))
     ax.yaxis.set_minor_formatter(ticker.NullFormatter())
