@@ -134,6 +134,17 @@ def test_the_figure_has_a_panel_per_task_that_holds_much_of_the_latency(runs):
     _assert_readable(fig)  # no failures: no failure panel
 
 
+def test_eight_task_panels_and_the_failures_fit_a_screen():
+    import dataclasses
+
+    [summary] = _many_tasks(14, 1)
+    failing = dataclasses.replace(summary.tasks[0], failures=3)
+    summary = dataclasses.replace(summary, failures=3, tasks=(failing, *summary.tasks[1:]))
+    fig = report.figure([summary])
+    assert len(fig.axes) == 1 + 8 + 1 and fig.axes[-1].get_title() == "failed candidates (3 in all)"
+    _assert_readable(fig)
+
+
 def test_the_panels_stop_at_the_tasks_that_hold_80_percent():
     summaries = _many_tasks(3, 1)  # shares 1/6, 2/6, 3/6: the two heaviest hold 83 %
     assert report.heavy_tasks(summaries) == [t.name for t in summaries[0].tasks[::-1][:2]]

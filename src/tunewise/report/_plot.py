@@ -21,7 +21,7 @@ from tunewise.report._text import short
 MAX_TASK_PANELS = 8
 TASK_SHARE = 0.8
 _COLUMNS = 4
-WIDTH, _TOP, _ROW = 13.0, 4.4, 2.3  # inches: the figure's width, the latency plot's height, a row of panels'
+WIDTH, _TOP, _ROW = 13.0, 4.2, 2.2  # inches: the figure's width, the latency plot's height, a row of panels'
 MAX_HEIGHT = _TOP + 3 * _ROW
 #: The references an artifact's metadata may hold, by key: drawn as horizontal lines.
 REFERENCES = (("onnxruntime_latency_s", "onnxruntime", ":"), ("torch_eager_latency_s", "PyTorch eager", "-."))
