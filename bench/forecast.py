@@ -28,7 +28,8 @@ spread, the gain scale, the stall and the gate's share are chosen together (:fun
 forecasts' coverage nearest 75-85 % (end and half-way), with give-ups wrong under 10 %, then the most shown. Out of
 sample: leave one model out, choose on the other models' runs, judge the held-out model's runs with that
 choice, and pool the held-out verdicts. The choice on every model is the forecaster's default (the run says
-whether the defaults still match it). Writes ``--out`` (default ``bench/results/current/forecast.json``).
+whether the defaults still match it, and judges the defaults too). Writes ``--out`` (default
+``bench/results/current/forecast.json``).
 """
 
 from __future__ import annotations
@@ -270,10 +271,11 @@ def main() -> None:
         chosen[allocation] = choose(mine)
         in_sample += verdicts(mine, chosen[allocation])
     defaults = {"spread": SPREAD, "gain_scale": GAIN_SCALE, "stall": STALL, "min_fraction": MIN_FRACTION}
-    summary = {"out_of_sample": groups(held_out), "in_sample": groups(in_sample)}
+    summary = {"out_of_sample": groups(held_out), "in_sample": groups(in_sample),
+               "defaults": groups(verdicts(rows, defaults))}
     text = ("out of sample (each model judged with the choice made on the others):\n"
             + table(summary["out_of_sample"]) + "\n\nin sample (the choice made on every model):\n"
-            + table(summary["in_sample"]))
+            + table(summary["in_sample"]) + "\n\nthe forecaster's defaults:\n" + table(summary["defaults"]))
     worst = max(c["share_of_slot"] for c in costs)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
