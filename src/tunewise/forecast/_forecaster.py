@@ -22,7 +22,8 @@ _POINTS = 48  # times a forecast keeps between now and the budget's end
 
 
 class Forecaster:
-    """Forecasts the model-latency estimate from a frozen :class:`~tunewise.state.Snapshot`.
+    """Forecasts the model latency (the estimate; the compiled model once a check measured it) from a frozen
+    :class:`~tunewise.state.Snapshot`.
 
     Each task's best latency after more slots is sampled from its learning-curve posterior (DynaTune's
     belief model; borrowed from the fitted tasks for a task without one, :mod:`tunewise.forecast._curves`);
@@ -32,14 +33,13 @@ class Forecaster:
     sampled future of the model latency is the weighted sum of its tasks' sampled futures under that
     allocation; a forecast holds their quantiles.
 
-    The curves' posteriors alone are far too sure of themselves and too cautious (the fits read a best-so-far
-    curve, whose points are not independent, and a curve that has flattened may still drop): so each sampled
-    future's gain (its log latency drop from now) is also scaled by a lognormal factor
+    The curves' posteriors alone are far too sure of themselves (the fits read a best-so-far curve, whose
+    points are not independent), and no curve foretells a run that finds nothing better for a while: so each
+    sampled future's gain (its log latency drop from now) is also scaled by a lognormal factor
     ``gain_scale * exp(spread * z)``, ``z ~ N(0, 1)``: a future is uncertain in proportion to how much it
-    gains; and the share ``stall`` of the futures with the lowest ``z`` gain nothing more (a run often finds
-    nothing better after a while, which no curve foretells). ``spread``, ``gain_scale`` and ``stall`` are
-    chosen on the committed traces by ``bench/forecast.py``, which also judges them out of sample (each
-    model's forecasts made with the values chosen on the other models).
+    gains; and the futures whose ``z`` falls in the lowest share ``stall`` of ``N(0, 1)`` gain nothing more.
+    ``spread``, ``gain_scale`` and ``stall`` are chosen on the committed traces by ``bench/forecast.py``,
+    which also judges them out of sample (each model's forecasts made with the values chosen on the others).
 
     Once a whole-model check has measured the model (``snapshot.measured``), the forecast is of the compiled
     model: every sampled future adds the gap between the latest check and the estimate it was taken at
@@ -192,10 +192,10 @@ class Futures:
     goal: float | None
     gap: float | None
 
-    def forecast(self, *, spread: float, gain_scale: float, stall: float = 0.0) -> Forecast:
+    def forecast(self, *, spread: float, gain_scale: float, stall: float) -> Forecast:
         """The forecast these futures make with each one's gain (its log latency drop from now) scaled by
-        ``gain_scale * exp(spread * normals[i])``, by 0 for the share ``stall`` of them with the lowest
-        normals, plus the :attr:`gap` when a check measured one."""
+        ``gain_scale * exp(spread * normals[i])``, or by 0 where ``normals[i]`` lies in the lowest share
+        ``stall`` of ``N(0, 1)``, plus the :attr:`gap` when a check measured one."""
         slots = self.paths.shape[1] - 1
         keep = np.unique(np.linspace(0, slots, min(slots + 1, _POINTS)).round().astype(int))
         factor = gain_scale * np.exp(spread * self.normals[:, None])
