@@ -31,6 +31,8 @@ def _one_line_error(capsys, argv):
     (["tune", "tiny-mlp", "--scheduler", "fastest"], "fastest"),
     (["tune", "tiny-mlp", "--target", "llvm -mcpu=znver3"], "option strings"),
     (["tune", "tiny-mlp", "--target", "{broken"], "not valid JSON"),
+    (["tune", "tiny-mlp", "--target", '{"kind": "llvm", "num-cores": 4096}'],
+     "the target asks for 4096 cores (num-cores), and this process may use "),
     (["tune", "tiny-mlp", "--graph-level", "max"], "graph level"),
     (["tune", "tiny-mlp", "--input-shape", "x=a"], "--input-shape"),
     (["tasks", "tiny-mlp", "--input-shape", "x=2,64"], "tiny-mlp has a fixed shape for input 'x' (it takes x (1, 64))"),

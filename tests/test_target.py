@@ -34,5 +34,13 @@ def test_bad_targets_raise_one_line_errors(bad, message):
     assert "\n" not in str(err.value)
 
 
+def test_a_target_with_more_cores_than_this_process_may_use_is_refused():
+    usable = target.usable_cores()
+    target.check_cores(target.resolve(f'{{"kind": "llvm", "num-cores": {usable}}}'))
+    with pytest.raises(TargetError, match=re.escape(f"asks for {usable + 1} cores (num-cores), and this process "
+                                                    f"may use {usable}: tunewise measures where it runs")):
+        target.check_cores(target.resolve(f'{{"kind": "llvm", "num-cores": {usable + 1}}}'))
+
+
 def test_device_type_is_not_the_target_kind():
     assert target.device_type(target.resolve(None)) == "cpu"

@@ -449,6 +449,7 @@ def _cmd_tasks(args) -> int:
     target = targets.resolve(args.target)
     if not args.no_measure:
         targets.check_runnable(target)
+        targets.check_cores(target)
     tvm_env.prepare(target.kind.name)
     imported = frontend.load(args.model, input_shapes=frontend.parse_input_shapes(args.input_shape))
     measurer = None if args.no_measure else measure.Measurer(target)

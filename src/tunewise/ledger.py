@@ -359,10 +359,12 @@ class Ledger:
     def tell_model_latency(self, latency: float, *, at: float | None = None) -> None:
         """The whole model, built with the best schedules so far, ran in ``latency`` seconds (``inf``: it
         failed) at tuning time ``at`` (default: now): kept in the snapshot's ``measured`` for the stop rules,
-        which prefer it to the estimate."""
+        which prefer it to the estimate; the forecast is made again, now of the compiled model."""
         if not latency > 0:
             raise ValueError(f"a model latency must be > 0 seconds (inf for a failure), got {latency!r}")
         self.measured.append((self.clock() if at is None else at, latency))
+        if self._forecasting and self.forecast is not None:
+            self.update_forecast()
 
     def _searched(self, task: int) -> None:
         """Tell the members that a search slot of ``task`` was told (a representative may have settled)."""

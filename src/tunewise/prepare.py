@@ -177,6 +177,7 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
         frontend.check_source(source)
     tvm_target = targets.resolve(target)
     targets.check_runnable(tvm_target)
+    targets.check_cores(tvm_target)
     store = stores.create(store)
     told = CallbackList(callbacks)
 

@@ -167,6 +167,16 @@ def _check_cpu_known(target) -> None:
                           f"(this machine's: {host_cpu()['mcpu']!r})")
 
 
+def check_cores(target) -> None:
+    """Raise :class:`TargetError` when ``target`` asks for more CPU threads (:func:`num_cores`) than this
+    process may use (:func:`usable_cores`): tunewise measures where it runs, and more threads than cores time
+    every kernel oversubscribed, so the tuning would pick schedules for a machine it never measured."""
+    wanted, usable = num_cores(target), usable_cores()
+    if wanted > usable:
+        raise TargetError(f"the target asks for {wanted} cores (num-cores), and this process may use {usable}: "
+                          f"tunewise measures where it runs; give num-cores {usable} or fewer")
+
+
 def device_type(target) -> str:
     """The runner's device name for ``target``: ``"cpu"`` or ``"cuda"`` (not the target kind)."""
     return "cuda" if target.kind.name == "cuda" else "cpu"

@@ -137,6 +137,8 @@ def test_the_forecast_is_shown_once_calibrated():
         return Forecast(4, elapsed, (elapsed, 400.0), (11e-3, 9.1e-3), (11e-3, 9.8e-3), (11e-3, 10.9e-3),
                         tuple(9e-3 + 2e-3 * q for q in END_LEVELS), goal=10e-3)
 
-    assert forecast_text(forecast(150.0)) == (" | ~9.8 ms at budget end (80 %: 9.1-10.9); "
-                                              "goal 10 ms in ~4m10s (80 %: 4m10s-never)")
-    assert forecast_text(forecast(50.0)) == "" and forecast_text(None) == ""
+    assert forecast_text(forecast(250.0)) == (" | ~9.8 ms at budget end (80 %: 9.1-10.9); "
+                                              "goal 10 ms in ~2m30s (80 %: 2m30s-never)")
+    assert forecast_text(forecast(150.0)) == "" and forecast_text(None) == ""  # under half the budget spent
+    checked = Forecast(**{**vars(forecast(250.0)), "gap": 1e-3})  # after a whole-model check: of the model
+    assert forecast_text(checked).startswith(" | ~9.8 ms in the model at budget end (80 %: 9.1-10.9)")

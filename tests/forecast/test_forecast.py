@@ -52,6 +52,35 @@ def test_a_forecast_depends_on_its_seed_and_snapshot_alone(trace):
     assert Forecaster(seed=2, **FAST)(snapshot, seconds_left=90.0) != first
 
 
+def test_the_futures_make_the_forecast_of_any_spread_gain_scale_and_stall(trace):
+    snapshot = run_for(trace, 6).ledger.snapshot()
+    forecaster = Forecaster(seed=3, spread=0.4, gain_scale=1.5, stall=0.2, **FAST)
+    futures = forecaster.futures(snapshot, seconds_left=90.0)
+    assert futures.forecast(spread=0.4, gain_scale=1.5, stall=0.2) == forecaster(snapshot, seconds_left=90.0)
+    now = snapshot.estimated_latency()
+    assert futures.forecast(spread=0.5, gain_scale=1.0, stall=0.0).high[-1] < now
+    # the 30 % of the futures with the lowest draws gain nothing: the 90 % quantile stays at the estimate now
+    assert futures.forecast(spread=0.5, gain_scale=1.0, stall=0.3).high[-1] == pytest.approx(now)
+    # a larger gain scale forecasts more gain
+    assert (futures.forecast(spread=0.5, gain_scale=2.0, stall=0.0).median[-1]
+            < futures.forecast(spread=0.5, gain_scale=1.0, stall=0.0).median[-1])
+
+
+def test_after_a_whole_model_check_the_forecast_is_of_the_model(trace):
+    import dataclasses
+
+    snapshot = run_for(trace, 6).ledger.snapshot()
+    checked = dataclasses.replace(snapshot, measured=((snapshot.elapsed, snapshot.estimated_latency() + 2e-3),))
+    of_estimate = Forecaster(seed=0, **FAST)(snapshot, seconds_left=90.0)
+    of_model = Forecaster(seed=0, **FAST)(checked, seconds_left=90.0)
+    assert of_estimate.gap is None and of_model.gap == pytest.approx(2e-3)
+    for band in ("low", "median", "high", "end"):
+        assert getattr(of_model, band) == pytest.approx(tuple(v + 2e-3 for v in getattr(of_estimate, band)))
+    assert of_model.summary().startswith("~") and " ms in the model at budget end (80 %: " in of_model.summary()
+    assert " in the model" not in of_estimate.summary()
+    assert Forecast.from_json(of_model.to_json()) == of_model
+
+
 def test_nothing_to_forecast_from_gives_none(trace):
     assert Forecaster(seed=0, **FAST)(run_for(trace, 0).ledger.snapshot(), seconds_left=60.0) is None
     unbounded = run_for(trace, 3, budget=Budget()).ledger.snapshot()
@@ -66,6 +95,10 @@ def test_bad_arguments_are_refused():
         Forecaster(spread=-1.0)
     with pytest.raises(ValueError, match="samples must be an integer >= 10"):
         Forecaster(samples=3)
+    with pytest.raises(ValueError, match="gain_scale must be > 0"):
+        Forecaster(gain_scale=0.0)
+    with pytest.raises(ValueError, match=r"stall must be in \[0, 1\)"):
+        Forecaster(stall=1.0)
 
 
 def test_the_ledger_forecasts_after_every_slot_and_the_snapshot_carries_it(trace):
@@ -76,18 +109,26 @@ def test_the_ledger_forecasts_after_every_slot_and_the_snapshot_carries_it(trace
     assert run.ledger.snapshot().forecast.slot == 4
 
 
+def test_a_whole_model_check_makes_the_ledgers_forecast_again_of_the_model(trace):
+    run = run_for(trace, 4, forecaster=Forecaster(seed=0, **FAST))
+    assert run.ledger.forecast.gap is None
+    run.ledger.tell_model_latency(run.ledger.snapshot().estimated_latency() + 2e-3)
+    assert run.ledger.forecast.gap == pytest.approx(2e-3) and run.ledger.forecast.slot == 3
+
+
 def test_queries_read_the_band():
-    f = Forecast(2, 10.0, (10.0, 20.0, 40.0), (9e-3, 6e-3, 5e-3), (9e-3, 8e-3, 6e-3), (9e-3, 9e-3, 8e-3),
+    f = Forecast(2, 20.0, (20.0, 30.0, 40.0), (9e-3, 6e-3, 5e-3), (9e-3, 8e-3, 6e-3), (9e-3, 9e-3, 8e-3),
                  tuple(5e-3 + 3e-3 * q for q in END_LEVELS), goal=6e-3)
-    assert f.fraction == 0.25 and f.calibrated
+    assert f.fraction == 0.5 and f.calibrated
+    assert not Forecast(**{**vars(f), "elapsed": 19.0}).calibrated  # under half the budget spent
     # untried tasks holding 5 % of the estimate leave it calibrated, 6 % or a failed untuned schedule do not
     assert Forecast(**{**vars(f), "untried": 2, "untried_share": 0.05}).calibrated
     assert not Forecast(**{**vars(f), "untried": 2, "untried_share": 0.06}).calibrated
     assert not Forecast(**{**vars(f), "untried": 1, "untried_share": math.inf}).calibrated
-    assert f.at(25.0) == (6e-3, 8e-3, 9e-3) and f.time_to(6e-3) == (20.0, 40.0, math.inf)
+    assert f.at(35.0) == (6e-3, 8e-3, 9e-3) and f.time_to(6e-3) == (30.0, 40.0, math.inf)
     assert f.probability_reached(6.5e-3) == pytest.approx(0.5) and f.probability_reached(1e-3) == 0.0
-    assert f.goal_summary() == "goal 6 ms in ~30s (80 %: 10s-never)"
-    assert f.line() == f"{f.summary()}; goal 6 ms in ~30s (80 %: 10s-never)"
+    assert f.goal_summary() == "goal 6 ms in ~20s (80 %: 10s-never)"
+    assert f.line() == f"{f.summary()}; goal 6 ms in ~20s (80 %: 10s-never)"
     assert Forecast(**{**vars(f), "goal": None}).line() == f.summary()
     assert Forecast.from_json(f.to_json()) == f
     failed = Forecast(**{**vars(f), "untried": 1, "untried_share": math.inf})

@@ -110,6 +110,25 @@ def test_the_page_draws_what_the_store_holds(store_file, tmp_path):
     assert "<th>setting seed</th><td>0</td>" in page and "none: the run compiled no model" in page
 
 
+def test_the_heavy_tasks_are_drawn_the_goal_marked_and_no_failure_figure_drawn_without_failures(tmp_path):
+    store = stores.create("sqlite://")
+    run = store.create_run("m", "{}", "gradient", {"goal": "4ms"})
+    w = store.commit_workload("0000000000000001", "W", lambda other: other == "W")
+    store.add_tasks(run, [StoredTask(k, f"task{k}", w, 1, 1e6, latency) for k, latency in
+                          enumerate((6e-3, 3e-3, 1e-3, 0.5e-3))])  # 57 %, 29 % of the latency: 86 %
+    for k in range(4):
+        store.add_trials(run, [StoredTrial(w, _record(), (0.9 * store.get_tasks(run)[k].default_latency,), task=k,
+                                           slot=k)], Checkpoint(k, k, 1, k + 1.0, 1.0, 9e-3))
+    page = open(report.write([report.summarize(store, run)], str(tmp_path / "r.html"))).read()
+    figs = figures(page)
+    assert sorted(figs) == ["latency", f"run{run}-tasks", f"run{run}-timeline"] and "No candidate failed." in page
+    drawn = {trace["name"]: trace.get("visible", True) for trace in figs[f"run{run}-tasks"]["data"]}
+    assert drawn == {"#0 task0": True, "#1 task1": True, "#2 task2": "legendonly", "#3 task3": "legendonly"}
+    [goal] = [trace for trace in figs["latency"]["data"] if trace["name"] == f"run {run}: goal"]
+    assert goal["y"] == [4.0, 4.0] and goal["x"] == [0.0, 4.0]
+    assert figs["latency"]["layout"]["yaxis"]["type"] == "log"
+
+
 def test_the_bundle_is_written_once_per_folder(store_file, tmp_path, capsys):
     _, url = store_file
     assert cli.main(["report", "1", "-o", str(tmp_path / "a.html"), "--store", url]) == 0
@@ -163,6 +182,9 @@ def test_a_real_tuned_and_compiled_run(tmp_path, cli_run):
         task_label(t.index, t.name) for t in tasks)
     assert len(figs["run1-timeline"]["data"][0]["y"]) == len(store.get_checkpoints(1))
     failed = Counter(report.failure_kind(t.error) for t in store.get_trials(1, records=False) if t.error)
-    assert {trace["name"]: sum(trace["y"]) for trace in figs["run1-failures"]["data"]} == failed
+    if failed:
+        assert {trace["name"]: sum(trace["y"]) for trace in figs["run1-failures"]["data"]} == failed
+    else:
+        assert "run1-failures" not in figs and "No candidate failed." in (tmp_path / "r.html").read_text()
     assert all(math.isfinite(y) for y in latency["run 1: latency estimate"])
     assert f"<th>status</th><td>{stores.FINISHED}</td>" in (tmp_path / "r.html").read_text()

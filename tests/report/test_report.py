@@ -112,19 +112,72 @@ def _many_tasks(tasks: int, runs: int):
     return [report.summarize(store, run.id) for run in store.get_runs()]
 
 
+def _assert_readable(fig) -> None:
+    """Every axes draws something, and the figure fits a 1600 x 1200 screen at the report's 110 dpi."""
+    for ax in fig.axes:
+        assert ax.get_lines() or ax.patches or ax.collections, ax.get_title()
+    width, height = fig.get_size_inches() * 110
+    assert width <= 1600 and height <= 1200
+
+
 @pytest.mark.parametrize("runs", [1, 2])
-def test_every_task_line_of_the_figure_is_named(runs):
-    summaries = _many_tasks(14, runs)
-    task_ax = report.figure(summaries).axes[1]
-    lines = task_ax.get_lines()
-    legend = {handle.get_color(): text.get_text() for handle, text in
-              zip(task_ax.get_legend().legend_handles, task_ax.get_legend().get_texts(), strict=True)
-              if handle.get_linestyle() == "-" and handle.get_color() != "black"}
-    heaviest = sorted(summaries[0].tasks, key=lambda t: -t.latency_share)[:10]
-    assert len(lines) == 10 * runs and len(set(legend.values())) == len(legend) == 10  # one name per colour
-    assert sorted(legend.values()) == sorted(f"#{t.index} {t.name}" for t in heaviest)
-    assert {line.get_color() for line in lines} == set(legend)
-    assert "the 10 heaviest of 14 tasks" in task_ax.get_title()
+def test_the_figure_has_a_panel_per_task_that_holds_much_of_the_latency(runs):
+    summaries = _many_tasks(14, runs)  # task k holds (1 + k) / 105 of the latency
+    fig = report.figure(summaries)
+    curves, *panels = fig.axes
+    assert curves.get_yscale() == "log" and all(ax.get_yscale() == "log" for ax in panels)
+    heaviest = sorted(summaries[0].tasks, key=lambda t: -t.latency_share)[:8]  # 8 of them hold 76 %, under 80 %
+    assert report.heavy_tasks(summaries) == [t.name for t in heaviest]
+    assert [ax.get_title().split("\n")[0].split()[0] for ax in panels] == [f"#{t.index}" for t in heaviest]
+    assert all(len(ax.get_lines()) == runs for ax in panels)  # one line per run, in its colour
+    assert {line.get_color() for ax in panels for line in ax.get_lines()} == {f"C{i}" for i in range(runs)}
+    _assert_readable(fig)  # no failures: no failure panel
+
+
+def test_eight_task_panels_and_the_failures_fit_a_screen():
+    import dataclasses
+
+    [summary] = _many_tasks(14, 1)
+    failing = dataclasses.replace(summary.tasks[0], failures=3)
+    summary = dataclasses.replace(summary, failures=3, tasks=(failing, *summary.tasks[1:]))
+    fig = report.figure([summary])
+    assert len(fig.axes) == 1 + 8 + 1 and fig.axes[-1].get_title() == "failed candidates (3 in all)"
+    _assert_readable(fig)
+
+
+def test_the_panels_stop_at_the_tasks_that_hold_80_percent():
+    summaries = _many_tasks(3, 1)  # shares 1/6, 2/6, 3/6: the two heaviest hold 83 %
+    assert report.heavy_tasks(summaries) == [t.name for t in summaries[0].tasks[::-1][:2]]
+    assert len(report.figure(summaries).axes) == 1 + 2
+
+
+def test_the_figure_marks_checks_references_goal_and_failures(tmp_path):
+    store = stores.create("sqlite://")
+    run = store.create_run("m", "cpu", "gradient", {"goal": "0.9x-ort"})
+    w = store.commit_workload("0000000000000001", "W", lambda other: other == "W")
+    store.add_tasks(run, [StoredTask(0, "dense", w, 1, 1e6, 400e-3), StoredTask(1, "relu", w, 1, 0.0, 1e-3)])
+    store.add_trials(run, [StoredTrial(w, _record(), (), "build", task=0, slot=0),
+                           StoredTrial(w, _record(), (20e-3,), task=0, slot=0)], Checkpoint(0, 0, 2, 60.0, 60.0, 21e-3))
+    store.add_trials(run, [StoredTrial(w, _record(), (0.5e-3,), task=1, slot=1)],
+                     Checkpoint(1, 1, 1, 90.0, 30.0, 20e-3))
+    store.add_model_latency(run, stores.ModelLatency(90.0, 3, 26e-3, 6.0, None))
+    store.add_artifact(run, str(tmp_path / "a"), {
+        "latency_s": 25e-3, "onnxruntime_latency_s": 30e-3, "torch_eager_latency_s": 50e-3,
+        "latency_estimate_history": [[0.0, 401e-3], [90.0, 20.5e-3]]})
+    summary = report.summarize(store, run)
+    assert summary.goal == pytest.approx(27e-3)  # 0.9 times the onnxruntime latency its artifact timed
+    fig = report.figure([summary])
+    curves = fig.axes[0]
+    labels = [line.get_label() for line in curves.get_lines()]
+    assert labels == [f"{summary.label}: estimate", f"run {run}: whole-model checks",
+                      f"run {run}: compiled model, 25 ms", f"run {run}: onnxruntime, 30 ms",
+                      f"run {run}: PyTorch eager, 50 ms", f"run {run}: goal 27 ms"]
+    flat = {line.get_label(): line.get_ydata()[0] for line in curves.get_lines()[3:]}  # horizontal lines, in ms
+    assert list(flat.values()) == pytest.approx([30.0, 50.0, 27.0])
+    assert curves.get_yscale() == "log" and curves.get_ylim()[0] < 20.5 and curves.get_ylim()[1] > 401
+    failures = fig.axes[-1]
+    assert failures.get_title() == "failed candidates (1 in all)" and [p.get_width() for p in failures.patches] == [1]
+    _assert_readable(fig)
 
 
 @pytest.mark.tvm
@@ -139,10 +192,11 @@ def test_two_schedulers_on_the_same_axes(tuned_store, tmp_path):
         assert sum(t.latency_share for t in summary.tasks) == pytest.approx(1.0)
     fig = report.figure(summaries)
     curves = fig.axes[0]
-    assert [line.get_label() for line in curves.get_lines()] == [s.label for s in summaries]
+    assert [line.get_label() for line in curves.get_lines()] == [f"{s.label}: estimate" for s in summaries]
+    _assert_readable(fig)
     path = report.write(summaries, str(tmp_path / "compare.png"))
     height, width, _ = matplotlib.image.imread(path).shape
-    assert width > 1000 and height > 500
+    assert 1000 < width <= 1600 and 500 < height <= 1200
 
 
 def test_calibrated_forecasts_are_shown_as_they_stood_at_moments_of_the_run():
@@ -157,14 +211,14 @@ def test_calibrated_forecasts_are_shown_as_they_stood_at_moments_of_the_run():
         return Forecast(slot, elapsed, (elapsed, 100.0), (3e-3, 1.5e-3), (3e-3, 2e-3), (3e-3, 2.5e-3),
                         tuple(1.4e-3 + 1.2e-3 * q for q in END_LEVELS), goal=2e-3)
 
-    for slot, elapsed in enumerate((10.0, 30.0, 55.0, 80.0)):  # 10 s: under a quarter of the budget, not shown
+    for slot, elapsed in enumerate((30.0, 50.0, 70.0, 100.0)):  # 30 s: under half the budget, not shown
         store.add_trials(run, [StoredTrial(w, _record(), (3e-3,), task=0, slot=slot)],
                          Checkpoint(slot, 0, 1, elapsed, 10.0, 3e-3, forecast=forecast(slot, elapsed)))
     summary = report.summarize(store, run)
     assert [f.slot for f in summary.forecasts()] == [1, 2, 3]  # at 25 % (none calibrated yet), 50 %, 75 %, last
     lines = [line for line in report.run_table(summary) if line.startswith("forecast")]
-    assert lines[0] == ("forecast after 30s (slot 1), budget end at 100s: ~2 ms at budget end (80 %: 1.5-2.5); "
-                        "goal 2 ms in ~70s (80 %: 70s-never)")
+    assert lines[0] == ("forecast after 50s (slot 1), budget end at 100s: ~2 ms at budget end (80 %: 1.5-2.5); "
+                        "goal 2 ms in ~50s (80 %: 50s-never)")
     figure = report.latency_figure([summary])
     assert [t.name for t in figure.data if t.name and "forecast" in t.name] == [
-        f"run {run}: forecast at {s} s{band}" for s in (30, 55, 80) for band in (" (80 %)", "")]
+        f"run {run}: forecast at {s} s{band}" for s in (50, 70, 100) for band in (" (80 %)", "")]

@@ -6,7 +6,8 @@ seeded); the :class:`~tunewise.ledger.Ledger` makes one after every slot and the
 
 from __future__ import annotations
 
-from tunewise.forecast._forecaster import ALLOCATIONS, Forecaster
+from tunewise.forecast._forecaster import ALLOCATIONS, GAIN_SCALE, SPREAD, STALL, Forecaster, Futures
 from tunewise.forecast._result import END_LEVELS, MAX_UNTRIED_SHARE, MIN_FRACTION, Forecast
 
-__all__ = ["ALLOCATIONS", "END_LEVELS", "MAX_UNTRIED_SHARE", "MIN_FRACTION", "Forecast", "Forecaster"]
+__all__ = ["ALLOCATIONS", "END_LEVELS", "GAIN_SCALE", "MAX_UNTRIED_SHARE", "MIN_FRACTION", "SPREAD", "STALL",
+           "Forecast", "Forecaster", "Futures"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import statistics
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -11,12 +13,17 @@ from tunewise.forecast._result import END_LEVELS, Forecast
 from tunewise.state import Snapshot
 
 ALLOCATIONS = ("greedy", "recent")
+#: The defaults of :class:`Forecaster`'s spread, gain scale and stall, chosen by ``bench/forecast.py``.
+SPREAD = 0.5
+GAIN_SCALE = 1.0
+STALL = 0.15
 _MAX_SLOTS = 4000  # a longer horizon is cut here
 _POINTS = 48  # times a forecast keeps between now and the budget's end
 
 
 class Forecaster:
-    """Forecasts the model-latency estimate from a frozen :class:`~tunewise.state.Snapshot`.
+    """Forecasts the model latency (the estimate; the compiled model once a check measured it) from a frozen
+    :class:`~tunewise.state.Snapshot`.
 
     Each task's best latency after more slots is sampled from its learning-curve posterior (DynaTune's
     belief model; borrowed from the fitted tasks for a task without one, :mod:`tunewise.forecast._curves`);
@@ -27,10 +34,16 @@ class Forecaster:
     allocation; a forecast holds their quantiles.
 
     The curves' posteriors alone are far too sure of themselves (the fits read a best-so-far curve, whose
-    points are not independent): in ``bench/forecast.py`` their 80 % intervals held the outcome 11 % of the
-    time. So each sampled future's gain (its log latency drop from now) is also scaled by a lognormal factor
-    ``exp(spread * N(0, 1))``: a future is uncertain in proportion to how much it gains. ``spread`` 0.5 is
-    chosen on the committed traces (``bench/forecast.py`` reports the coverage).
+    points are not independent), and no curve foretells a run that finds nothing better for a while: so each
+    sampled future's gain (its log latency drop from now) is also scaled by a lognormal factor
+    ``gain_scale * exp(spread * z)``, ``z ~ N(0, 1)``: a future is uncertain in proportion to how much it
+    gains; and the futures whose ``z`` falls in the lowest share ``stall`` of ``N(0, 1)`` gain nothing more.
+    ``spread``, ``gain_scale`` and ``stall`` are chosen on the committed traces by ``bench/forecast.py``,
+    which also judges them out of sample (each model's forecasts made with the values chosen on the others).
+
+    Once a whole-model check has measured the model (``snapshot.measured``), the forecast is of the compiled
+    model: every sampled future adds the gap between the latest check and the estimate it was taken at
+    (:func:`tunewise.estimate.calibrated_latency`; :attr:`Forecast.gap`).
 
     Time: the remaining slots come at the run's pace so far (tuning seconds per trial); their number is what
     the budgets leave (``seconds_left``, the run's trial budget, the tasks' trial budgets), at most 4000.
@@ -55,11 +68,16 @@ class Forecaster:
 
     def __init__(self, *, allocation: str = "greedy", samples: int = 256, family: str = "log-power",
                  n_walkers: int = 32, n_steps: int = 200, burn_in: int = 100, jump: float | None = None,
-                 spread: float = 0.5, goal: float | None = None, seed: int | None = None):
+                 spread: float = SPREAD, gain_scale: float = GAIN_SCALE, stall: float = STALL,
+                 goal: float | None = None, seed: int | None = None):
         if allocation not in ALLOCATIONS:
             raise ValueError(f"unknown allocation {allocation!r}; valid: {', '.join(ALLOCATIONS)}")
         if not spread >= 0:
             raise ValueError(f"spread must be >= 0, got {spread!r}")
+        if not gain_scale > 0:
+            raise ValueError(f"gain_scale must be > 0, got {gain_scale!r}")
+        if not 0 <= stall < 1:
+            raise ValueError(f"stall must be in [0, 1), got {stall!r}")
         if not isinstance(samples, int) or samples < 10:
             raise ValueError(f"samples must be an integer >= 10, got {samples!r}")
         if goal is not None and not goal > 0:
@@ -67,6 +85,8 @@ class Forecaster:
         self.allocation = allocation
         self.samples = samples
         self.spread = spread
+        self.gain_scale = gain_scale
+        self.stall = stall
         self.goal = goal
         self.seed = seed
         self._fits = _curves.TaskFits(family=family, n_walkers=n_walkers, n_steps=n_steps, burn_in=burn_in,
@@ -77,6 +97,13 @@ class Forecaster:
         """The forecast from ``snapshot`` with ``seconds_left`` of tuning time under the budget (``inf``: no
         time limit); ``None`` when there is nothing to forecast from (no trial measured, an estimate that is
         not finite, no budget that bounds the run, no task left to tune)."""
+        futures = self.futures(snapshot, seconds_left=seconds_left)
+        return None if futures is None else futures.forecast(spread=self.spread, gain_scale=self.gain_scale,
+                                                             stall=self.stall)
+
+    def futures(self, snapshot: Snapshot, *, seconds_left: float = math.inf) -> Futures | None:
+        """The sampled futures :meth:`__call__` summarises, before their gains are scaled (``None`` as there):
+        :meth:`Futures.forecast` makes the forecast of any ``spread``, ``gain_scale`` and ``stall`` from them."""
         now = snapshot.estimated_latency()
         live = snapshot.live
         if snapshot.trials == 0 or snapshot.elapsed <= 0 or not math.isfinite(now) or not live:
@@ -94,16 +121,12 @@ class Forecaster:
         taken = self._allocate(snapshot, live, futures, caps, slots)
         fixed = now - sum(t.weight * t.current_latency for t in live)
         paths = fixed + sum(f[:, taken[k]] for k, f in enumerate(futures))
-        paths = np.minimum.accumulate(paths, axis=1)
-        if self.spread > 0:  # each future's gain, in log latency, scaled by its own lognormal factor
-            factor = np.exp(self.spread * rng.standard_normal((self.samples, 1)))
-            paths = now * (paths / now) ** factor
-        keep = np.unique(np.linspace(0, slots, min(slots + 1, _POINTS)).round().astype(int))
-        low, median, high = np.quantile(paths[:, keep], (0.1, 0.5, 0.9), axis=0)
-        return Forecast(snapshot.slot - 1, snapshot.elapsed, _floats(snapshot.elapsed + keep * slot_seconds),
-                        _floats(low), _floats(median), _floats(high), _floats(np.quantile(paths[:, -1], END_LEVELS)),
-                        sum(not math.isfinite(t.best) for t in live), self.goal,
-                        sum(t.weight * t.current_latency for t in live if not math.isfinite(t.best)) / now)
+        checked = any(math.isfinite(latency) for _, latency in snapshot.measured)
+        return Futures(slot=snapshot.slot - 1, elapsed=snapshot.elapsed, slot_seconds=slot_seconds, now=now,
+                       paths=np.minimum.accumulate(paths, axis=1), normals=rng.standard_normal(self.samples),
+                       untried=sum(not math.isfinite(t.best) for t in live), goal=self.goal,
+                       untried_share=sum(t.weight * t.current_latency for t in live if not math.isfinite(t.best)) / now,
+                       gap=snapshot.calibrated_latency() - now if checked else None)
 
     def _futures(self, snapshot: Snapshot, live, caps: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
         """Per live task, ``samples`` sampled futures of its weighted latency after ``0..cap`` more slots."""
@@ -149,3 +172,37 @@ def _slots_left(snapshot: Snapshot, seconds_left: float, slot_seconds: float) ->
 
 def _floats(values) -> tuple[float, ...]:
     return tuple(float(v) for v in values)
+
+
+@dataclass(frozen=True)
+class Futures:
+    """The sampled futures of the estimate made after slot ``slot`` at ``elapsed`` seconds of tuning, when it
+    was ``now`` seconds: ``paths[i, r]`` is future ``i`` after ``r`` more slots of ``slot_seconds`` each (each
+    row non-increasing, its first value ``now``); ``normals[i]`` is the draw that scales future ``i``'s gain.
+    ``untried``, ``untried_share``, ``goal`` and ``gap`` are the :class:`Forecast`'s."""
+
+    slot: int
+    elapsed: float
+    slot_seconds: float
+    now: float
+    paths: np.ndarray
+    normals: np.ndarray
+    untried: int
+    untried_share: float
+    goal: float | None
+    gap: float | None
+
+    def forecast(self, *, spread: float, gain_scale: float, stall: float) -> Forecast:
+        """The forecast these futures make with each one's gain (its log latency drop from now) scaled by
+        ``gain_scale * exp(spread * normals[i])``, or by 0 where ``normals[i]`` lies in the lowest share
+        ``stall`` of ``N(0, 1)``, plus the :attr:`gap` when a check measured one."""
+        slots = self.paths.shape[1] - 1
+        keep = np.unique(np.linspace(0, slots, min(slots + 1, _POINTS)).round().astype(int))
+        factor = gain_scale * np.exp(spread * self.normals[:, None])
+        if stall > 0:
+            factor[self.normals < statistics.NormalDist().inv_cdf(stall)] = 0.0
+        paths = self.now * (self.paths[:, keep] / self.now) ** factor + (self.gap or 0.0)
+        low, median, high = np.quantile(paths, (0.1, 0.5, 0.9), axis=0)
+        return Forecast(self.slot, self.elapsed, _floats(self.elapsed + keep * self.slot_seconds), _floats(low),
+                        _floats(median), _floats(high), _floats(np.quantile(paths[:, -1], END_LEVELS)), self.untried,
+                        self.goal, self.untried_share, self.gap)

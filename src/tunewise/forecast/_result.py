@@ -13,10 +13,9 @@ from tunewise import infinity
 END_LEVELS = tuple(i / 20 for i in range(21))
 
 #: A forecast is shown (and acted on) once this fraction of the run's budget is spent and the tasks without a
-#: valid measurement hold at most :data:`MAX_UNTRIED_SHARE` of the estimate: before that, in
-#: ``bench/forecast.py``, its median at the budget's end was off by 27 % (at a quarter of the budget) to 49 % (at
-#: a tenth), and a give-up at 0.9 wrong 11 % of the time.
-MIN_FRACTION = 0.25
+#: valid measurement hold at most :data:`MAX_UNTRIED_SHARE` of the estimate: the display gate, chosen with the
+#: forecaster's spread by ``bench/forecast.py``, which reports how the forecasts it shows hold.
+MIN_FRACTION = 0.5
 
 #: The most of the estimate that tasks without a valid measurement may hold in a calibrated forecast: their
 #: futures are borrowed from other tasks' curves, and a scheduler may leave a layout operator worth microseconds
@@ -34,7 +33,10 @@ class Forecast:
     non-increasing: every sampled future is). ``end`` holds the quantiles of the estimate at the end of the
     budget at :data:`END_LEVELS`. ``untried`` counts the tasks without a valid measurement yet (their futures
     are borrowed from the measured ones), ``untried_share`` is the fraction of the estimate they hold (``inf`` when
-    one's untuned schedule failed). ``goal``, when the run has a latency goal, is it in seconds.
+    one's untuned schedule failed). ``goal``, when the run has a latency goal, is it in seconds. ``gap`` is
+    ``None`` while no whole-model check has measured the model: the forecast is of the estimate; after one,
+    the forecast is of the compiled model, and ``gap`` is what it adds to the estimate's futures (seconds,
+    :func:`tunewise.estimate.calibrated_latency`).
 
     Since every sampled future is non-increasing, the ``q`` quantile of the time to reach a latency ``g`` is
     the first time at which the ``q`` quantile of the estimate is at most ``g``: :meth:`time_to` reads it from
@@ -58,6 +60,7 @@ class Forecast:
     untried: int = 0
     goal: float | None = None
     untried_share: float = 0.0
+    gap: float | None = None
 
     @property
     def budget_end(self) -> float:
@@ -95,9 +98,11 @@ class Forecast:
         return tuple(_first(self.times, band, latency) for band in (self.low, self.median, self.high))
 
     def summary(self) -> str:
-        """``"~9.8 ms at budget end (80 %: 9.1-10.9)"``."""
+        """``"~9.8 ms at budget end (80 %: 9.1-10.9)"``; ``"~9.8 ms in the model at budget end (...)"`` once a
+        check measured the model (:attr:`gap`)."""
         low, median, high = (x * 1e3 for x in self.at_end())
-        return f"~{median:.3g} ms at budget end (80 %: {low:.3g}-{high:.3g})"
+        where = "" if self.gap is None else " in the model"
+        return f"~{median:.3g} ms{where} at budget end (80 %: {low:.3g}-{high:.3g})"
 
     def goal_summary(self, clock=None) -> str | None:
         """The forecast time to reach the goal, ``"goal 8 ms in ~4m10s (80 %: 2m30s-never)"`` (``None``
@@ -123,14 +128,14 @@ class Forecast:
         return {"slot": self.slot, "elapsed": self.elapsed, "times": list(self.times), "low": list(self.low),
                 "median": list(self.median), "high": list(self.high), "end": list(self.end),
                 "untried": self.untried, "goal": self.goal,
-                "untried_share": infinity.to_json(self.untried_share)}
+                "untried_share": infinity.to_json(self.untried_share), "gap": self.gap}
 
     @classmethod
     def from_json(cls, data: dict) -> Forecast:
         # a forecast stored without its untried share: none when every task was measured, else unknown
         share = data.get("untried_share", 0.0 if data["untried"] == 0 else None)
         return cls(data["slot"], data["elapsed"], *(tuple(data[k]) for k in ("times", "low", "median", "high", "end")),
-                   data["untried"], data["goal"], infinity.from_json(share))
+                   data["untried"], data["goal"], infinity.from_json(share), data.get("gap"))
 
 
 def _first(times, band, latency: float) -> float:

@@ -1,8 +1,10 @@
 """The interactive HTML report (plotly): a page that works offline, its plotly.js bundle a file beside it.
 
-The page holds a figure of the runs' model latency against tuning time with the compiled latencies of their
-artifacts, then per run a header (settings, target, CPU, status), the per-task best-latency curves, the
-timeline of the scheduler's slots and the failed candidates by kind. Each figure is plotly's JSON in a
+The page holds a figure of the runs' model latency against tuning time (log axis) with the whole-model checks,
+the compiled latencies of their artifacts and their goals, then per run a header (settings, target, CPU,
+status), the per-task best-latency curves (those of the tasks that hold most of the latency drawn, the others
+a click away), the timeline of the scheduler's slots and, where candidates failed, the failures by kind: the
+same choices as the static figure (:func:`tunewise.report.figure`). Each figure is plotly's JSON in a
 ``<script type="application/json" class="tunewise-figure">`` element; the page draws them with the bundle
 ``plotly-VERSION.min.js`` of the same folder, written once per folder and plotly version.
 """
@@ -18,6 +20,7 @@ from collections import Counter
 
 from tunewise import energy
 from tunewise.destinations import check_file
+from tunewise.report._plot import heavy_tasks
 from tunewise.report._summary import RunSummary
 from tunewise.report._text import run_table, short, task_label
 
@@ -54,8 +57,8 @@ def latency_figure(summaries: list[RunSummary]):
     (:meth:`RunSummary.forecasts`: the 80 % band and the median as they stood at several moments of the
     run), the whole-model latencies measured while tuning (squares), and the latencies measured on its compiled
     artifacts: untuned TVM at time 0, tuned TVM when it was compiled, the
-    references (PyTorch eager, onnxruntime) as dotted lines to that time. A run without an artifact has
-    its estimate only."""
+    references (PyTorch eager, onnxruntime) as dotted lines to that time; its latency goal as a dashed line.
+    A run without an artifact has its estimate (and goal) only."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -99,6 +102,11 @@ def latency_figure(summaries: list[RunSummary]):
                                           f"<extra>{group}</extra>")
         for f in s.forecasts():
             _forecast_band(fig, f, group, color)
+        if s.goal is not None:
+            fig.add_scatter(x=[0.0, max([s.elapsed, *(f.budget_end for f in s.forecasts())])],
+                            y=[s.goal * 1e3] * 2, mode="lines", name=f"{group}: goal", legendgroup=group,
+                            line={"color": color, "dash": "dash", "width": 1.5},
+                            hovertemplate=f"goal {s.goal * 1e3:.4g} ms<extra>{group}</extra>")
     fig.update_layout(title="model latency vs tuning time", xaxis_title="tuning time (s)",
                       yaxis={"title": "latency (ms, log scale)", "type": "log"}, hovermode="closest",
                       legend={"title": "click to hide, double-click to isolate", "groupclick": "toggleitem"},
@@ -124,19 +132,24 @@ def _forecast_band(fig, forecast, group: str, color: str) -> None:
 def task_figure(summary: RunSummary):
     """Each task's best latency against its trials, one line per task from its default schedule (trial 0),
     heaviest task (largest share of the model latency) first; every line named in the legend (which
-    scrolls), the full task name in its hover text."""
+    scrolls), the full task name in its hover text. Only the tasks that hold most of the latency
+    (:func:`tunewise.report.heavy_tasks`) are drawn; the others show on a click in the legend."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
     tasks = sorted(summary.tasks, key=lambda t: (-t.latency_share, t.index))
+    heavy = heavy_tasks([summary])
     for k, t in enumerate(tasks):
         points = [(0, _ms(t.default_latency)), *((n, _ms(v)) for n, v in t.curve)]
         fig.add_scatter(x=[n for n, _ in points], y=[v for _, v in points], mode="lines+markers", line_shape="hv",
                         name=task_label(t.index, t.name), line_color=_color(k), marker_size=4, connectgaps=True,
+                        visible=True if t.name in heavy else "legendonly",
                         hovertemplate=f"<b>{html.escape(t.name)}</b><br>task {t.index}, weight {t.weight}, "
                                       f"{100 * t.latency_share:.1f}% of the model latency<br>"
                                       "trial %{x}: best %{y:.4f} ms<extra></extra>")
-    fig.update_layout(title=f"per-task best latency ({len(tasks)} tasks, heaviest first)",
+    held = sum(t.latency_share for t in tasks if t.name in heavy)
+    fig.update_layout(title=f"per-task best latency: the {len(heavy)} of {len(tasks)} tasks that hold "
+                            f"{100 * held:.0f} % of the latency (the others: click them in the legend)",
                       xaxis_title="trials of the task (0: default schedule)",
                       yaxis={"title": "best latency (ms, log scale)", "type": "log"},
                       legend={"title": "tasks: click to hide, double-click to isolate", "font": {"size": 10}},
@@ -190,8 +203,6 @@ def failures_figure(summary: RunSummary):
     fig.update_layout(title=f"failed candidates by kind ({len(summary.failed)} of {summary.trials} trials)",
                       barmode="stack", yaxis_title="failed candidates", xaxis={"tickfont": {"size": 10}}, height=420,
                       legend={"title": "kind"})
-    if not summary.failed:
-        fig.add_annotation(text="no failed candidates", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     return fig
 
 
@@ -282,7 +293,8 @@ def _run_html(summary: RunSummary) -> str:
             f"<details><summary>task table</summary><pre>{table}</pre></details>\n"
             + _figure_html(task_figure(summary), f"run{rid}-tasks")
             + _figure_html(timeline_figure(summary), f"run{rid}-timeline")
-            + _figure_html(failures_figure(summary), f"run{rid}-failures"))
+            + (_figure_html(failures_figure(summary), f"run{rid}-failures") if summary.failed
+               else "<p>No candidate failed.</p>\n"))
 
 
 _LOADER = """<script>

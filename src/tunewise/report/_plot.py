@@ -1,8 +1,12 @@
-"""Plots of one or several runs (matplotlib, no global pyplot state).
+"""The static report figure of one or several runs (matplotlib, no global pyplot state).
 
-Four panels: model-latency estimate against tuning time, every run on the same axes (how schedulers compare);
-the best latency of the heaviest tasks against their trials, each task one colour named in the legend;
-tuning time spent per task; failed candidates per task.
+On top, the model latency against tuning time on a log axis, every run on the same axes, each its own
+colour: its estimate, the whole-model checks (squares), its latest shown forecast (a band), the compiled
+model of its artifacts (a diamond), the references its artifacts timed (onnxruntime, PyTorch eager: horizontal
+lines) and its latency goal (a dashed line). Below, one small panel per task that holds much of the latency
+(:func:`heavy_tasks`): its best latency against its trials, every run in its colour; and, only where candidates
+failed, the failures of the tasks that had them. The figure fits a screen at the report's 110 dpi (at most
+:data:`WIDTH` x :data:`MAX_HEIGHT` inches).
 """
 
 from __future__ import annotations
@@ -10,99 +14,155 @@ from __future__ import annotations
 import math
 
 from tunewise.report._summary import RunSummary
-from tunewise.report._text import task_label
+from tunewise.report._text import short
 
-_STYLES = ("-", "--", ":", "-.")
-#: The tasks with the largest share of the model latency (in any run) that get a curve, each its own colour.
-MAX_TASK_CURVES = 10
-
-
-def _task_indices(summaries: list[RunSummary]) -> dict[str, int]:
-    """Every task name of ``summaries`` (in order of appearance) with its index in the first run that has it."""
-    indices: dict[str, int] = {}
-    for s in summaries:
-        indices.update({t.name: t.index for t in s.tasks if t.name not in indices})
-    return indices
+#: Per-task panels: at most this many tasks, the heaviest first, until they hold :data:`TASK_SHARE` of the
+#: model latency.
+MAX_TASK_PANELS = 8
+TASK_SHARE = 0.8
+_COLUMNS = 4
+WIDTH, _TOP, _ROW = 13.0, 4.2, 2.2  # inches: the figure's width, the latency plot's height, a row of panels'
+MAX_HEIGHT = _TOP + 3 * _ROW
+#: The references an artifact's metadata may hold, by key: drawn as horizontal lines.
+REFERENCES = (("onnxruntime_latency_s", "onnxruntime", ":"), ("torch_eager_latency_s", "PyTorch eager", "-."))
 
 
-def heaviest_tasks(summaries: list[RunSummary], count: int = MAX_TASK_CURVES) -> list[str]:
-    """The names of the ``count`` tasks with the largest share of the model latency in any of ``summaries``,
-    largest first."""
-    share: dict[str, float] = {}
+def heavy_tasks(summaries: list[RunSummary], share: float = TASK_SHARE, most: int = MAX_TASK_PANELS) -> list[str]:
+    """The names of the tasks that hold most of the model latency: by their largest share in any of
+    ``summaries``, largest first, until together they hold ``share`` of it, at most ``most`` of them."""
+    shares: dict[str, float] = {}
     for s in summaries:
         for t in s.tasks:
-            share[t.name] = max(share.get(t.name, 0.0), t.latency_share)
-    return sorted(share, key=lambda name: -share[name])[:count]
+            shares[t.name] = max(shares.get(t.name, 0.0), t.latency_share)
+    names, held = [], 0.0
+    for name in sorted(shares, key=lambda n: -shares[n]):
+        if held >= share or len(names) == most:
+            break
+        names.append(name)
+        held += shares[name]
+    return names
 
 
-def _task_curves(ax, summaries: list[RunSummary]) -> None:
-    """Each of the heaviest tasks' best latency against its trials, from its default schedule (trial 0): one
-    colour and one legend entry per task (its index and name), one line style per run."""
-    from matplotlib.lines import Line2D
-
-    shown, indices = heaviest_tasks(summaries), _task_indices(summaries)
+def _latency_plot(ax, summaries: list[RunSummary]) -> None:
     for i, s in enumerate(summaries):
-        for t in sorted((t for t in s.tasks if t.name in shown), key=lambda t: shown.index(t.name)):
-            points = [(n, v * 1e3) for n, v in ((0, t.default_latency), *t.curve) if math.isfinite(v)]
-            if points:
-                xs, ys = zip(*points, strict=True)
-                ax.step(xs, ys, where="post", color=f"C{shown.index(t.name)}", linestyle=_STYLES[i % len(_STYLES)])
-    handles = [Line2D([], [], color=f"C{k}", label=task_label(indices[name], name)) for k, name in enumerate(shown)]
-    if len(summaries) > 1:  # the legend names the runs' line styles too
-        handles += [Line2D([], [], color="black", linestyle=_STYLES[i % len(_STYLES)], label=f"run {s.run.id}")
-                    for i, s in enumerate(summaries)]
-    heaviest = f" (the {len(shown)} heaviest of {len(indices)} tasks)" if len(shown) < len(indices) else ""
-    ax.set(xlabel="trials of the task (0: default schedule)", ylabel="best latency (ms)", yscale="log",
-           title="per-task best latency" + heaviest)
+        color = f"C{i}"
+        points = [(t, v * 1e3) for t, v in s.curve if math.isfinite(v)]
+        if points:
+            ax.step(*zip(*points, strict=True), where="post", color=color, marker=".", markersize=3,
+                    label=f"{s.label}: estimate")
+        checks = [(m.elapsed, m.latency * 1e3) for m in s.measured if math.isfinite(m.latency)]
+        if checks:
+            ax.plot(*zip(*checks, strict=True), "s", color=color, markeredgecolor="black",
+                    label=f"run {s.run.id}: whole-model checks")
+        forecasts = s.forecasts()
+        if forecasts:
+            f = forecasts[-1]
+            ax.fill_between(f.times, [v * 1e3 for v in f.low], [v * 1e3 for v in f.high], color=color, alpha=0.15,
+                            linewidth=0, label=f"run {s.run.id}: forecast at {f.elapsed:.0f} s (80 %)")
+        compiled = [((a.metadata.get("latency_estimate_history") or [[s.elapsed]])[-1][0], a.metadata["latency_s"])
+                    for a in s.artifacts if _finite(a.metadata.get("latency_s"))]
+        if compiled:
+            at, latency = compiled[-1]
+            ax.plot(at, latency * 1e3, "D", color=color, markeredgecolor="black",
+                    label=f"run {s.run.id}: compiled model, {latency * 1e3:.4g} ms")
+        for key, name, style in REFERENCES:
+            latency = next((a.metadata[key] for a in reversed(s.artifacts) if _finite(a.metadata.get(key))), None)
+            if latency is not None:
+                ax.axhline(latency * 1e3, color=color, linestyle=style, linewidth=1,
+                           label=f"run {s.run.id}: {name}, {latency * 1e3:.4g} ms")
+        if s.goal is not None:
+            ax.axhline(s.goal * 1e3, color=color, linestyle="--", linewidth=1.5,
+                       label=f"run {s.run.id}: goal {s.goal * 1e3:.4g} ms")
+    ax.set(xlabel="tuning time (s)", ylabel="model latency (ms, log scale)", yscale="log",
+           title="model latency vs tuning time")
+    _plain_log_ticks(ax)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
-def _grouped_bars(ax, summaries: list[RunSummary], value, xlabel: str) -> None:
-    indices = _task_indices(summaries)
-    names = list(indices)
-    height, largest = 0.8 / max(1, len(summaries)), 0.0
-    for i, s in enumerate(summaries):
-        by_name = {t.name: value(t) for t in s.tasks}
-        ax.barh([k + i * height for k in range(len(names))], [by_name.get(n, 0) for n in names], height,
-                label=f"run {s.run.id}")
-        largest = max([largest, *by_name.values()])
-    ax.set_yticks([k + 0.4 - height / 2 for k in range(len(names))], [task_label(indices[n], n) for n in names],
-                  fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel(xlabel)
-    ax.set_xlim(0, 1.05 * largest or 1)
+def _task_panel(ax, summaries: list[RunSummary], name: str) -> None:
+    """One task's best latency against its trials, from its default schedule (trial 0), in each run's colour;
+    its title gives its largest share of the model latency and the tuning time each run spent on it."""
+    found = [(i, t) for i, s in enumerate(summaries) for t in s.tasks if t.name == name]
+    for i, task in found:
+        points = [(n, v * 1e3) for n, v in ((0, task.default_latency), *task.curve) if math.isfinite(v)]
+        if points:
+            ax.step(*zip(*points, strict=True), where="post", color=f"C{i}")
+    share = max(t.latency_share for _, t in found)
+    spent = ", ".join(f"{t.seconds:.0f} s" for _, t in found)
+    ax.set_title(f"#{found[0][1].index} {short(name, 34)}\n{100 * share:.0f} % of the latency, {spent} of tuning",
+                 fontsize=7)
+    ax.set_yscale("log")
+    _plain_log_ticks(ax)
+    ax.tick_params(which="both", labelsize=6)
     ax.xaxis.get_major_locator().set_params(integer=True)
-    if len(summaries) > 1:
-        ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    ax.set_xlabel("trials (0: default)", fontsize=6)
+    ax.set_ylabel("best (ms)", fontsize=6)
+
+
+def _failures_panel(ax, summaries: list[RunSummary]) -> None:
+    """Failed candidates of the tasks that had any (the most failing first, at most 8), one bar per run."""
+    counts: dict[str, dict[int, int]] = {}
+    for i, s in enumerate(summaries):
+        for t in s.tasks:
+            if t.failures:
+                counts.setdefault(f"#{t.index} {short(t.name, 22)}", {})[i] = t.failures
+    names = sorted(counts, key=lambda n: -max(counts[n].values()))[:MAX_TASK_PANELS]
+    height = 0.8 / len(summaries)
+    for i in range(len(summaries)):
+        ax.barh([k + i * height for k in range(len(names))], [counts[n].get(i, 0) for n in names], height,
+                color=f"C{i}")
+    ax.set_yticks([k + 0.4 - height / 2 for k in range(len(names))], names, fontsize=6)
+    ax.set_ylim(-0.5, max(len(names), 4) - 0.5)  # bars as thin as four tasks' would be
+    ax.invert_yaxis()
+    ax.set_xlabel("failed candidates", fontsize=6)
+    ax.tick_params(labelsize=6)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    total = sum(s.failures for s in summaries)
+    ax.set_title(f"failed candidates ({total} in all)", fontsize=7)
 
 
 def figure(summaries: list[RunSummary]):
     """The report figure of ``summaries`` (a ``matplotlib.figure.Figure``)."""
     from matplotlib.figure import Figure
 
-    bars = max(3.0, 0.22 * len(_task_indices(summaries)) * len(summaries))
-    fig = Figure(figsize=(13, 5 + bars), layout="constrained")
-    (curve_ax, task_ax), (time_ax, fail_ax) = fig.subplots(2, 2, height_ratios=[5, bars])
-
-    for s in summaries:
-        points = [(t, v * 1e3) for t, v in s.curve if math.isfinite(v)]
-        if points:
-            times, latencies = zip(*points, strict=True)
-            line, = curve_ax.step(times, latencies, where="post", marker=".", label=s.label)
-        checks = [(m.elapsed, m.latency * 1e3) for m in s.measured if math.isfinite(m.latency)]
-        if checks:
-            curve_ax.plot(*zip(*checks, strict=True), "s", color=line.get_color() if points else None,
-                          label=f"{s.label}: measured while tuning")
-    curve_ax.set(xlabel="tuning time (s)", ylabel="model latency (ms)",
-                 title="model latency vs tuning time")
-    curve_ax.grid(alpha=0.3)
-    curve_ax.legend(fontsize=8)
-
-    _task_curves(task_ax, summaries)
-
-    _grouped_bars(time_ax, summaries, lambda t: t.seconds, "tuning time spent (s)")
-    time_ax.set_title("time spent per task")
-    _grouped_bars(fail_ax, summaries, lambda t: t.failures, "failed candidates")
-    fail_ax.set_title("failures per task")
+    tasks = heavy_tasks(summaries)
+    failed = any(s.failures for s in summaries)
+    cells = len(tasks) + failed
+    rows = math.ceil(cells / _COLUMNS)
+    fig = Figure(figsize=(WIDTH, _TOP + rows * _ROW), layout="constrained")
+    if not rows:
+        _latency_plot(fig.add_subplot(), summaries)
+        return fig
+    top, below = fig.subfigures(2, 1, height_ratios=[_TOP, rows * _ROW])
+    _latency_plot(top.add_subplot(), summaries)
+    grid = below.add_gridspec(rows, _COLUMNS)
+    for k, name in enumerate(tasks):
+        _task_panel(below.add_subplot(grid[k // _COLUMNS, k % _COLUMNS]), summaries, name)
+    if failed:
+        _failures_panel(below.add_subplot(grid[len(tasks) // _COLUMNS, len(tasks) % _COLUMNS]), summaries)
+    if tasks:
+        total = len({t.name for s in summaries for t in s.tasks})
+        held = max(sum(t.latency_share for t in s.tasks if t.name in tasks) for s in summaries)
+        below.suptitle(f"best latency per task: the {len(tasks)} of {total} tasks that hold {100 * held:.0f} % of "
+                       "the model latency", fontsize=9)
     return fig
+
+
+def _plain_log_ticks(ax) -> None:
+    """A log y axis labelled in plain numbers, at 1, 2 and 5 times the powers of ten, or closer where the axis
+    spans less than a decade (a task's curve often spans less than 2x), or only at the powers of ten where it
+    spans more than three."""
+    from matplotlib import ticker
+
+    low, high = ax.get_ylim()
+    span = high / low if low > 0 else math.inf
+    subs = (1.0,) if span > 1e3 else (1.0, 2.0, 5.0) if span > 10 else (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
+    ax.yaxis.set_major_locator(ticker.LogLocator(subs=subs))
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:.3g}"))
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+
+
+def _finite(value) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value) and value > 0

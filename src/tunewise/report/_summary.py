@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from tunewise.estimate import calibrated_latency, model_latency, task_latency
 from tunewise.forecast import Forecast
+from tunewise.goals import Goal
 from tunewise.stores import Artifact, Checkpoint, ModelLatency, Run, Store
 
 
@@ -71,6 +72,24 @@ class RunSummary:
         """The final estimate brought to what the latest whole-model check measured
         (:func:`tunewise.estimate.calibrated_latency`); the estimate itself without a check."""
         return calibrated_latency(self.estimate, self.curve, ((m.elapsed, m.latency) for m in self.measured))
+
+    @property
+    def goal(self) -> float | None:
+        """The run's latency goal in seconds, as its forecasts carry it, else as its setting states it (a goal
+        relative to onnxruntime or PyTorch eager through its last artifact that timed that reference);
+        ``None`` without a goal, or without the reference it is relative to."""
+        for c in reversed(self.checkpoints):
+            if c.forecast is not None and c.forecast.goal is not None:
+                return c.forecast.goal
+        text = self.run.settings.get("goal")
+        if text is None:
+            return None
+        goal = Goal.parse(text)
+        if not goal.relative:
+            return goal.resolve()
+        key = "onnxruntime_latency_s" if goal.reference == "ort" else "torch_eager_latency_s"
+        timed = [a.metadata[key] for a in self.artifacts if isinstance(a.metadata.get(key), int | float)]
+        return goal.factor * timed[-1] if timed else None
 
     @property
     def label(self) -> str:
