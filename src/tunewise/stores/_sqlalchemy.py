@@ -41,6 +41,8 @@ from tunewise.stores._base import (
 )
 from tunewise.stores._url import display_url, hide_secrets
 
+_SCHEMES = {"sqlite": "sqlite:///PATH", "postgresql": "postgresql+psycopg://USER:PASSWORD@HOST/DATABASE"}
+"""The databases a store may be on (SQLAlchemy backend names), each with the form of its URL."""
 _PHASE_JOULES = ("search_joules", "build_joules", "measure_joules")
 _MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
 _MIGRATION_LOCK = 0x7475_6E65  # PostgreSQL advisory lock key of schema upgrades
@@ -141,6 +143,9 @@ def _engine(url: str, must_exist: bool, read_only: bool) -> Engine:
     except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise InputError(f"bad store URL {display_url(url)!r}: expected e.g. sqlite:///tunewise.db or "
                          "postgresql+psycopg://user:password@host/database") from None
+    if parsed.get_backend_name() not in _SCHEMES:
+        raise InputError(f"store URL {display_url(url)!r} has the scheme {parsed.drivername}:, which tunewise does "
+                         f"not take: give {' or '.join(_SCHEMES.values())}")
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")  # the driver tunewise installs
     try:
