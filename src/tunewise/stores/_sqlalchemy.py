@@ -220,7 +220,24 @@ class SQLAlchemyStore(Store):
             return [self._run(row) for row in conn.execute(select(s.runs).order_by(s.runs.c.id))]
 
     def set_status(self, run: int, status: str) -> None:
-        self._update(run, status=status, updated=time.time())
+        try:
+            self._update(run, status=status, updated=time.time())
+        except StoreError:
+            if not self._make_room():
+                raise
+            self._update(run, status=status, updated=time.time())
+
+    def _make_room(self) -> bool:
+        """On SQLite, fold the write-ahead log into the database file and truncate it, so that its disk space
+        takes a last small write (a run's status, on a full disk); whether there was a log to fold."""
+        if self._engine.dialect.name != "sqlite" or self._engine.url.database in (None, "", ":memory:"):
+            return False
+        try:
+            with self._engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        except StoreError:
+            return False
+        return True
 
     def _update(self, run: int, **values) -> None:
         with self._writer.begin() as conn:
