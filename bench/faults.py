@@ -248,12 +248,22 @@ def dynamic_input(case: Case) -> Outcome:
     return Outcome([code], 0, 0, message, code == 2 and "--input-shape x=1,8 " in message)
 
 
-def _ray_child(name: str) -> int | None:
-    """The process id of a process whose command line starts with ``name`` (a Ray process, ``ray::...``)."""
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline") as f:
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _ray_child(name: str, root: int) -> int | None:
+    """The process id of a descendant of process ``root`` whose command line starts with ``name`` (a Ray
+    process, ``ray::...``), if one runs: never another user's Ray."""
+    for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/cmdline") as f:
             if f.read().startswith(name):
-                return int(pid)
+                ancestor = pid
+                while ancestor > 1:
+                    ancestor = _parent(ancestor)
+                    if ancestor == root:
+                        return pid
     return None
 
 
@@ -263,8 +273,8 @@ def ray_kill(name: str) -> Callable[[Case], Outcome]:
     def case_fn(case: Case) -> Outcome:
         process = case.start("tiny-mlp", "tiny-mlp", "--trials", 4, "--round", "1s", "--no-references",
                              "--store", case.url, "-o", case.folder / "out", command="tune-many")
-        case.wait_for(process, lambda: len(case.trials()) >= 1 and _ray_child(name) is not None)
-        os.kill(_ray_child(name), signal.SIGKILL)
+        case.wait_for(process, lambda: len(case.trials()) >= 1 and _ray_child(name, process.pid) is not None)
+        os.kill(_ray_child(name, process.pid), signal.SIGKILL)
         before = case.trials()
         code = process.wait(timeout=900)
         output = Path(process.log).read_text()

@@ -5,6 +5,7 @@ bad clusters and stores in one line."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import signal
@@ -22,7 +23,8 @@ from tunewise.settings import RunSettings
 pytestmark = pytest.mark.tvm
 ray = pytest.importorskip("ray")
 
-SETTINGS = RunSettings(budget=Budget(max_trials=6), trials_per_slot=3, evaluator="fixed", references=False)
+SETTINGS = RunSettings(budget=Budget(max_trials=6), trials_per_slot=3, evaluator="fixed", references=False,
+                       timing_rounds=3)
 
 
 def two_single_core_nodes(cluster_class):
@@ -107,24 +109,28 @@ def local_ray_process(name: str) -> int:
     raise AssertionError(f"no {name} under the raylet {raylet}")
 
 
-def kill_once_stored(store, more_than: int, killed: list) -> threading.Thread:
-    """A thread that kills the local Ray node's ``ray::DashboardAgent`` once the store holds more than
-    ``more_than`` trials, its process id appended to ``killed``."""
+@contextlib.contextmanager
+def killing_once_stored(store, more_than: int, killed: list):
+    """While the block runs, a thread kills the local Ray node's ``ray::DashboardAgent`` once the store holds
+    more than ``more_than`` trials, its process id appended to ``killed``."""
+    done = threading.Event()
 
     def watch():
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
+        while not done.wait(0.2):
             if store.count_trials() > more_than and ray.is_initialized():
-                with contextlib.suppress(AssertionError, KeyError, IndexError):
+                with contextlib.suppress(AssertionError, KeyError, IndexError, AttributeError):
                     pid = local_ray_process("ray::DashboardAgent")
                     os.kill(pid, signal.SIGKILL)
                     killed.append(pid)
                     return
-            time.sleep(0.2)
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
-    return thread
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def test_a_fleet_keeps_its_runs_when_the_local_ray_cluster_loses_a_system_process(tmp_path):
@@ -134,12 +140,11 @@ def test_a_fleet_keeps_its_runs_when_the_local_ray_cluster_loses_a_system_proces
     model ends with its budget exactly, nothing measured twice, nothing stored before lost."""
     url = f"sqlite:///{tmp_path}/tunewise.db"
     store = stores.create(url)
-    settings = RunSettings(budget=Budget(max_trials=4), trials_per_slot=2, evaluator="fixed", references=False)
+    settings = dataclasses.replace(SETTINGS, budget=Budget(max_trials=4), trials_per_slot=2)
     frontend.load("tiny-mlp")  # into the import cache the workers read: none of them imports PyTorch
     killed: list[int] = []
     try:
-        kill_once_stored(store, 0, killed)
-        with pytest.raises(ClusterLostError) as lost:
+        with killing_once_stored(store, 0, killed), pytest.raises(ClusterLostError) as lost:
             tune_many(["tiny-mlp"] * 2, store=url, settings=settings, round_seconds=0.1,
                       output=str(tmp_path / "out"), restarts=0)
     finally:
@@ -154,8 +159,8 @@ def test_a_fleet_keeps_its_runs_when_the_local_ray_cluster_loses_a_system_proces
     assert all(len(trials) % 2 == 0 for trials in before.values()) and any(before.values())  # whole slots
 
     try:
-        kill_once_stored(store, store.count_trials(), killed)
-        fleet = tune_many(store=url, round_seconds=0.1, resume=runs)
+        with killing_once_stored(store, store.count_trials(), killed):
+            fleet = tune_many(store=url, round_seconds=0.1, resume=runs)
     finally:
         ray.shutdown()
     assert len(killed) == 2
@@ -174,6 +179,8 @@ def test_a_fleet_keeps_its_runs_when_the_local_ray_cluster_loses_a_system_proces
     ({"sources": ["tiny-mlp"], "store": "sqlite://"}, "in-memory"),
     ({"sources": ["tiny-mlp"], "settings": RunSettings(budget=Budget())}, "budget"),
     ({"sources": ["tiny-mlp"], "cluster": "127.0.0.1:1"}, "cannot connect to the Ray cluster"),
+    ({"sources": ["tiny-mlp"], "resume": [1]}, "give no models and no output folder"),
+    ({"sources": [], "resume": [7]}, "no run 7 in the store"),
 ])
 def test_bad_fleets_are_one_line_errors(kwargs, message, tmp_path):
     kwargs = {"store": f"sqlite:///{tmp_path}/s.db", "settings": SETTINGS, **kwargs}

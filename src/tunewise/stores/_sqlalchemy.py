@@ -9,14 +9,20 @@ The schema is created and upgraded by the alembic migrations in ``migrations/`` 
 writing; a store opened ``read_only`` is never written (SQLite's ``query_only``, PostgreSQL's read-only
 transactions), so it must be a tunewise store at the current schema already. Database errors a user can
 meet (a file that is not a database or is corrupt, a full disk, a lock held too long, a lost server) are
-raised as :class:`~tunewise.errors.StoreError`.
+raised as :class:`~tunewise.errors.StoreError`. A process writing to a SQLite file holds a little disk space
+beside it until it closes the store, and gives it up when the disk is full, so that a run's status (``failed``)
+can still be written.
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import os
+import socket
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy import event, func, inspect, or_, select, update
@@ -43,6 +49,7 @@ from tunewise.stores._url import display_url, hide_secrets
 
 _SCHEMES = {"sqlite": "sqlite:///PATH", "postgresql": "postgresql+psycopg://USER:PASSWORD@HOST/DATABASE"}
 """The databases a store may be on (SQLAlchemy backend names), each with the form of its URL."""
+_RESERVE_BYTES = 128 * 1024  # a few small transactions' pages and write-ahead log frames
 _PHASE_JOULES = ("search_joules", "build_joules", "measure_joules")
 _MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
 _MIGRATION_LOCK = 0x7475_6E65  # PostgreSQL advisory lock key of schema upgrades
@@ -164,6 +171,42 @@ def _engine(url: str, must_exist: bool, read_only: bool) -> Engine:
                          f"{hide_secrets(str(err), url)}") from None
 
 
+class _Reserve:
+    """Disk space a process writing to the SQLite file at ``path`` (``None``: none) holds beside it
+    (``PATH-reserve-HOST-PID-TAG``, :data:`_RESERVE_BYTES`), so that the write that records a run's end still
+    fits when the disk fills: :meth:`give_up` frees it. The reserves of this host's processes that no longer
+    exist are removed."""
+
+    def __init__(self, path: str | None):
+        self.path, self._pid = None, os.getpid()
+        if path is None:
+            return
+        prefix = f"{path}-reserve-{socket.gethostname()}-"
+        for stale in glob.glob(f"{glob.escape(prefix)}*"):
+            with contextlib.suppress(ValueError, OSError):
+                if _base.owner_gone(f"pid {int(stale[len(prefix):].split('-')[0])} on {socket.gethostname()} (0)"):
+                    os.remove(stale)
+        reserve = f"{prefix}{self._pid}-{uuid.uuid4().hex[:8]}"
+        try:
+            with open(reserve, "wb") as f:
+                f.write(bytes(_RESERVE_BYTES))
+                f.flush()
+                os.fsync(f.fileno())
+            self.path = reserve
+        except OSError:  # no room for it: the disk is full already
+            with contextlib.suppress(OSError):
+                os.remove(reserve)
+
+    def give_up(self) -> bool:
+        """Free the space (in the process that holds it); whether there was any."""
+        if self.path is None or os.getpid() != self._pid:
+            return False
+        with contextlib.suppress(OSError):
+            os.remove(self.path)
+        self.path = None
+        return True
+
+
 class SQLAlchemyStore(Store):
     """A :class:`~tunewise.stores.Store` on the database at ``url`` (created and migrated when needed).
 
@@ -186,12 +229,15 @@ class SQLAlchemyStore(Store):
                              f"{hide_secrets(message_line(err.orig), url)}") from None
         _user_errors(self._engine)
         self._writer = self._engine.execution_options(tunewise_write=True)
+        file_backed = self._engine.dialect.name == "sqlite" and self._engine.url.database not in (None, "", ":memory:")
+        self._reserve = _Reserve(self._engine.url.database if file_backed and not read_only else None)
 
     def __repr__(self) -> str:
         return f"SQLAlchemyStore({display_url(self.url)!r})"
 
     def close(self) -> None:
         self._engine.dispose()
+        self._reserve.give_up()
 
     # -- runs ------------------------------------------------------------------------------------------
     def create_run(self, model: str, target: str, scheduler: str, settings: Mapping, *,
@@ -223,21 +269,9 @@ class SQLAlchemyStore(Store):
         try:
             self._update(run, status=status, updated=time.time())
         except StoreError:
-            if not self._make_room():
+            if not self._reserve.give_up():
                 raise
             self._update(run, status=status, updated=time.time())
-
-    def _make_room(self) -> bool:
-        """On SQLite, fold the write-ahead log into the database file and truncate it, so that its disk space
-        takes a last small write (a run's status, on a full disk); whether there was a log to fold."""
-        if self._engine.dialect.name != "sqlite" or self._engine.url.database in (None, "", ":memory:"):
-            return False
-        try:
-            with self._engine.connect() as conn:
-                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-        except StoreError:
-            return False
-        return True
 
     def _update(self, run: int, **values) -> None:
         with self._writer.begin() as conn:
