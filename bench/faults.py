@@ -72,9 +72,11 @@ class Case:
     def store(self):
         return stores.create(self.url, read_only=True)
 
-    def trials(self) -> list:
+    def trials(self) -> list[tuple]:
+        """``(run, task, candidate)`` of every trial in the store."""
         with contextlib.suppress(Exception), contextlib.closing(self.store()) as store:
-            return [t for run in store.get_runs() for t in store.get_trials(run.id, records=False)]
+            return [(run.id, t.task, t.candidate) for run in store.get_runs()
+                    for t in store.get_trials(run.id, records=False)]
         return []
 
     def wait_for(self, process: subprocess.Popen, ready: Callable[[], bool], timeout: float = 900) -> None:
@@ -94,8 +96,8 @@ def last_line(text: str) -> str:
 
 def lost(before: list, after: list) -> int:
     """Trials stored before and missing after, and candidates stored twice."""
-    keys = {(t.task, t.candidate) for t in after}
-    return sum((t.task, t.candidate) not in keys for t in before) + len(after) - len(keys)
+    keys = set(after)
+    return sum(trial not in keys for trial in before) + len(after) - len(keys)
 
 
 def _resume_and_count(case: Case, exits: list, message: str, before: list, *, pattern: str,
@@ -192,7 +194,7 @@ def truncated_store(case: Case) -> Outcome:
     path = case.folder / "tunewise.db"
     with open(path, "r+b") as f:
         f.truncate(path.stat().st_size // 2)
-    shown, output = case.run("runs", "--store", case.url, command="runs")
+    shown, output = case.run("--store", case.url, command="runs")
     message = last_line(output)
     return Outcome([code, shown], 0, 0, message, shown == 2 and "\n" not in message.strip()
                    and "store" in message and "Traceback" not in output)
@@ -279,11 +281,12 @@ def ray_kill(name: str) -> Callable[[Case], Outcome]:
         code = process.wait(timeout=900)
         output = Path(process.log).read_text()
         after = case.trials()
-        message = last_line(output)
         if code != 0:  # a lost cluster: the message names the command that continues
-            return _resume_and_count(case, [code], message, before, pattern="lost", expect_trials=8)
-        return Outcome([code], len(before), lost(before, after), message,
-                       lost(before, after) == 0 and len(after) == 8 and "Traceback" not in output)
+            return _resume_and_count(case, [code], last_line(output), before, pattern="lost", expect_trials=8)
+        said = [line for line in output.splitlines() if "lost a process" in line]  # the cluster started again
+        return Outcome([code], len(before), lost(before, after), said[0] if said else last_line(output),
+                       lost(before, after) == 0 and len(after) == 8 and "Traceback" not in output
+                       and "(raylet)" not in output)
     return case_fn
 
 

@@ -110,6 +110,22 @@ def local_ray_process(name: str) -> int:
 
 
 @contextlib.contextmanager
+def at_most(seconds: int):
+    """Raise :class:`TimeoutError` in the block once it has run ``seconds`` (a hung cluster fails the test)."""
+
+    def expired(_signum, _frame):
+        raise TimeoutError(f"not done in {seconds}s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
 def killing_once_stored(store, more_than: int, killed: list):
     """While the block runs, a thread kills the local Ray node's ``ray::DashboardAgent`` once the store holds
     more than ``more_than`` trials, its process id appended to ``killed``."""
@@ -144,7 +160,7 @@ def test_a_fleet_keeps_its_runs_when_the_local_ray_cluster_loses_a_system_proces
     frontend.load("tiny-mlp")  # into the import cache the workers read: none of them imports PyTorch
     killed: list[int] = []
     try:
-        with killing_once_stored(store, 0, killed), pytest.raises(ClusterLostError) as lost:
+        with at_most(300), killing_once_stored(store, 0, killed), pytest.raises(ClusterLostError) as lost:
             tune_many(["tiny-mlp"] * 2, store=url, settings=settings, round_seconds=0.1,
                       output=str(tmp_path / "out"), restarts=0)
     finally:
@@ -159,7 +175,7 @@ def test_a_fleet_keeps_its_runs_when_the_local_ray_cluster_loses_a_system_proces
     assert all(len(trials) % 2 == 0 for trials in before.values()) and any(before.values())  # whole slots
 
     try:
-        with killing_once_stored(store, store.count_trials(), killed):
+        with at_most(300), killing_once_stored(store, store.count_trials(), killed):
             fleet = tune_many(store=url, round_seconds=0.1, resume=runs)
     finally:
         ray.shutdown()
