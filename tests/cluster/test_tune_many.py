@@ -76,7 +76,8 @@ def test_three_models_take_turns_on_two_nodes_into_one_postgresql_store_and_a_ki
         killer = threading.Thread(target=kill_the_first_round_in_flight, daemon=True)
         killer.start()
         fleet = tune_many(["tiny-mlp"] * 3, cluster=cluster.address, store=url,
-                          settings=SETTINGS, round_seconds=0.1, output=str(tmp_path / "out"),
+                          settings=dataclasses.replace(SETTINGS, budget=Budget(max_trials=9)), round_seconds=0.1,
+                          output=str(tmp_path / "out"),
                           on_round=on_round)
     finally:
         ray.shutdown()
@@ -87,8 +88,8 @@ def test_three_models_take_turns_on_two_nodes_into_one_postgresql_store_and_a_ki
     assert any("suspended" in s.values() for s in statuses)
     for run, result in zip(fleet.runs, fleet.results, strict=True):
         trials = store.get_trials(run, records=False)
-        assert len(trials) == 6  # the budget exactly: the killed round's slot was measured again, nothing twice
-        assert len({t.candidate for t in trials}) == 6
+        assert len(trials) == 9  # the budget exactly: the killed round's slot was measured again, nothing twice
+        assert len({t.candidate for t in trials}) == 9
         assert store.get_run(run).status == stores.FINISHED
         assert os.path.exists(os.path.join(result.artifact, "model.so")) and result.max_error < 1e-4
         assert result.torch_latency is None and result.onnxruntime_latency is None  # references=False

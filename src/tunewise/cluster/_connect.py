@@ -38,8 +38,8 @@ def connect(cluster: str) -> int:
     if not ray.is_initialized():
         try:
             if is_local(cluster):
-                ray.init(num_cpus=usable_cores(), resources={MEASURE: 1}, include_dashboard=False,
-                         log_to_driver=False, configure_logging=False)
+                ray.init(address=LOCAL, num_cpus=usable_cores(), resources={MEASURE: 1}, include_dashboard=False,
+                         log_to_driver=False, configure_logging=False)  # its own, never another one running here
             else:
                 _check_reachable(cluster)
                 ray.init(address=cluster, log_to_driver=False, configure_logging=False)
