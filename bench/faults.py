@@ -119,6 +119,7 @@ def signal_case(signum: int, pattern: str) -> Callable[[Case], Outcome]:
     def case_fn(case: Case) -> Outcome:
         process = case.tune()
         case.wait_for(process, lambda: len(case.trials()) >= PER_SLOT)
+        time.sleep(1.0)  # into the next slot, which SIGTERM drops
         (os.killpg if signum == signal.SIGINT else os.kill)(process.pid, signum)
         code = process.wait(timeout=600)
         message, before = last_line(Path(process.log).read_text()), case.trials()
