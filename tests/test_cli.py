@@ -62,6 +62,12 @@ def _one_line_error(capsys, argv):
     (["tune-many", "tiny-mlp", "--trials", "8", "--policy", "pbt"], "unknown population policy 'pbt'"),
     (["tune-many", "tiny-mlp", "--trials", "8", "--round", "0s"], "bad round length '0s'"),
     (["tune-many", "tiny-mlp", "--trials", "8", "--store", "sqlite://"], "not an in-memory SQLite store"),
+    (["tune-many", "--resume", "1,2", "--trials", "8"], "--resume continues the fleet's runs with their own models and "
+                                                        "settings; drop --trials"),
+    (["tune-many", "tiny-mlp", "--resume", "1"], "drop tiny-mlp"),
+    (["tune-many", "--resume", "1,x"], "bad RUNS 'x'"),
+    (["runs", "--store", "foo://bar/baz"], "has the scheme foo:, which tunewise does not take: give sqlite:///PATH or "
+                                          "postgresql+psycopg://"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, expected):
     assert expected in _one_line_error(capsys, argv)

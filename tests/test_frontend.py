@@ -61,7 +61,8 @@ def test_onnx_import_uses_onnxruntime_reference(tmp_path):
 
 def test_onnx_dynamic_shape_needs_input_shape(tmp_path):
     path = _onnx_matmul(str(tmp_path / "dyn.onnx"), batch_dim="N")
-    with pytest.raises(ModelImportError, match="--input-shape x="):
+    with pytest.raises(ModelImportError, match=r"^ONNX input 'x' has dynamic shape \['N', 8\]; give it with "
+                                               r"--input-shape x=1,8 \(its dynamic dimensions set to 1 here"):
         frontend.load(path)
     assert frontend.load(path, input_shapes={"x": (3, 8)}).input_shapes == ((3, 8),)
     with pytest.raises(InputError, match="unknown ONNX inputs"):

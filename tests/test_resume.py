@@ -177,10 +177,11 @@ def test_a_full_disk_while_tuning_is_one_line_and_the_run_resumes(tmp_path, caps
     assert code == 2, output
     last = output.splitlines()[-1]
     assert last.startswith(f"tunewise: error: cannot use the store {url}: database or disk is full; "), output
-    assert last.endswith(f"continue with tunewise tune --resume {run.id} --store {url}"), output
-    assert "Traceback" not in output
     before = store.get_trials(run.id)
-    assert len(before) >= PER_SLOT and store.get_run(run.id).state() == stores.DEAD
+    assert last.endswith(f"; {len(before)} stored trials kept: once the store works again, continue with "
+                         f"tunewise tune --resume {run.id} --store {url}"), output
+    assert "Traceback" not in output
+    assert len(before) >= PER_SLOT and store.get_run(run.id).state() == stores.FAILED
 
     os.remove(small_filesystem / "filler")
     assert cli.main(["tune", "--no-references", "--timing-rounds", "3", "--resume", str(run.id), "--store", url]) == 0

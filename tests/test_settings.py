@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tunewise import checks, cli, energy, schedulers, stores, workflow
+from tunewise import checks, cli, energy, schedulers, stores, timing, workflow
 from tunewise.budget import Budget
 from tunewise.errors import InputError
 from tunewise.measure import MeasureConfig
@@ -50,7 +50,10 @@ def test_an_old_form_gets_the_values_its_run_was_tuned_with():
     assert settings.check_interval is None and RunSettings().check_interval == checks.DEFAULT_EVERY
     assert dataclasses.replace(settings, diminishing=-0.25).check_interval == checks.DEFAULT_EVERY
     assert set(ADDED_KEYS) == {"share", "warm_start", "evaluator", "cost_model", "runner", "goal", "energy_budget",
-                               "diminishing", "check_every", "energy_meter", "candidate_filter", "give_up"}
+                               "diminishing", "check_every", "energy_meter", "candidate_filter", "give_up",
+                               "references", "timing_rounds", "time_untuned"}
+    # finished as every run was before its finish was stored: references timed, the default rounds, untuned estimated
+    assert (settings.references, settings.timing_rounds, settings.time_untuned) == (True, timing.ROUNDS, False)
 
 
 @pytest.mark.parametrize("stored,mode", [(True, "same-anchor"), (False, "off")])
@@ -87,6 +90,9 @@ def test_settings_that_are_not_a_runs_are_refused_in_one_line(data, expected):
     ({"goal": "8ms", "give_up": 1.5}, r"give-up probability must be a number in \(0, 1\], got 1.5"),
     ({"goal": "8ms", "give_up": 0}, r"give-up probability must be a number in \(0, 1\], got 0"),
     ({"give_up": 0.9}, "giving up needs a latency goal to give up on"),
+    ({"timing_rounds": 0}, "timing rounds must be a whole number of at least 1, got 0"),
+    ({"references": "no"}, "references must be true or false"),
+    ({"time_untuned": 1}, "time untuned must be true or false"),
 ])
 def test_bad_settings_are_refused(changes, expected):
     with pytest.raises(InputError, match=expected):
@@ -205,26 +211,40 @@ def test_a_bad_sharing_mode_is_one_line_and_exit_2(capsys, options, expected):
 def test_the_cli_stores_the_settings_defaults_and_a_budget_option_on_resume_replaces_that_limit_only(tmp_path,
                                                                                                      capsys):
     url, out = f"sqlite:///{tmp_path}/tunewise.db", str(tmp_path / "out")
-    assert cli.main(["tune", "--no-references", "--timing-rounds", "3",
+    assert cli.main(["tune", "--no-references", "--timing-rounds", "3", "--time-untuned",
                      "tiny-mlp", "--time-budget", "1h", "--trials", "2",
                      "--trials-per-slot", "2", "--cache-flush", "--share", "selective", "-o", out,
                      "--store", url]) == 0
     store = stores.create(url)
     # the meter "auto" chose here and the CPU's graph level are stored, so that a resumed run meters and
-    # compiles as the run began
+    # compiles as the run began; and so is its finish
     assert store.get_run(1).settings == RunSettings(
         source="tiny-mlp", budget=Budget(max_trials=2, time_budget=3600.0), trials_per_slot=2, output=out,
         energy_meter=energy.for_device("auto", gpu=False).name, level="winograd", share="selective",
-        measure=MeasureConfig(enable_cpu_cache_flush=True)).to_json()
+        measure=MeasureConfig(enable_cpu_cache_flush=True), references=False, timing_rounds=3,
+        time_untuned=True).to_json()
 
-    # the limits given replace the stored ones, the others are kept
-    assert cli.main(["tune", "--no-references", "--timing-rounds", "3",
-                     "--resume", "1", "--trials", "4", "--patience", "50",
-                     "--store", url]) == 0
-    assert store.get_run(1).settings["budget"] == {
+    # the limits given replace the stored ones, the others are kept, and the run finishes as it was started to
+    assert cli.main(["tune", "--resume", "1", "--trials", "4", "--patience", "50", "--store", url]) == 0
+    assert "PyTorch eager" not in capsys.readouterr().out
+    stored = store.get_run(1).settings
+    assert stored["budget"] == {
         "max_trials": 4, "time_budget": 3600.0, "per_task_trials": None, "patience": 50, "count_failures": True}
-    assert store.get_run(1).settings["share"] == "selective"  # the run resumes sharing as it began
+    assert stored["share"] == "selective"  # the run resumes sharing as it began
+    assert (stored["references"], stored["timing_rounds"], stored["time_untuned"], stored["output"]) == (
+        False, 3, True, out)
     assert len(store.get_trials(1)) == 4
+    with open(f"{out}/metadata.json") as f:
+        assert json.load(f)["timing"] == timing.describe(3, references=False, models=("untuned", "tuned"))
+
+    # a finish option given again replaces the run's, and is kept for it
+    again = str(tmp_path / "again")
+    assert cli.main(["tune", "--resume", "1", "--timing-rounds", "2", "-o", again, "--store", url]) == 0
+    stored = store.get_run(1).settings
+    assert (stored["references"], stored["timing_rounds"], stored["time_untuned"], stored["output"]) == (
+        False, 2, True, again)
+    with open(f"{again}/metadata.json") as f:
+        assert json.load(f)["timing"] == timing.describe(2, references=False, models=("untuned", "tuned"))
     capsys.readouterr()
 
 
@@ -237,7 +257,8 @@ def test_resuming_an_old_form_run_stores_it_in_full_and_tunes_it_as_it_was(tmp_p
     run = store.create_run("tiny-mlp", str(target.resolve(None)), "gradient", old_form(out))
     assert cli.main(["tune", "--no-references", "--timing-rounds", "3", "--resume", str(run), "--store", url]) == 0
     stored = store.get_run(run).settings
-    assert stored == RunSettings.from_json(old_form(out)).to_json() and stored["share"] == "off"
+    assert stored == dataclasses.replace(RunSettings.from_json(old_form(out)), references=False,
+                                         timing_rounds=3).to_json() and stored["share"] == "off"
     with open(f"{out}/metadata.json") as f:
         metadata = json.load(f)
     assert (metadata["evaluator"], metadata["graph_level"], metadata["trials"]) == ("fixed", "fold-bn", 2)

@@ -70,12 +70,6 @@ def _whole(name: str, value: str | None, minimum: int = 1) -> int | None:
     return number
 
 
-def _timing_rounds(args: argparse.Namespace) -> int:
-    from tunewise import timing
-
-    return timing.ROUNDS if args.timing_rounds is None else _whole("--timing-rounds", args.timing_rounds)
-
-
 class _HelpFormatter(argparse.HelpFormatter):
     """Wraps help text between words only, so that a name such as ``expected-gain`` stays whole."""
 
@@ -109,7 +103,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="zoo name (`tunewise tasks --list` lists them), .onnx or .pt2 file (optional with --resume)")
     tune.add_argument("--resume", metavar="RUN",
                       help="continue run RUN of the store with its own settings; a budget option given replaces "
-                           "that limit only (--trials counts the trials measured before) and is kept for the run")
+                           "that limit only (--trials counts the trials measured before), and --output, "
+                           "--no-references, --timing-rounds and --time-untuned replace the run's; each is kept for "
+                           "the run")
     tune.add_argument("--target", help="'host' (default: this CPU with its mcpu), a JSON target, or a tag")
     tune.add_argument("--trials", help=f"total trials (default {RunSettings.budget.max_trials} unless --time-budget "
                       "is given)")
@@ -179,8 +175,11 @@ def _parser() -> argparse.ArgumentParser:
     _store_option(tune)
 
     many = sub.add_parser("tune-many", help="tune several models at once on a Ray cluster, each as its own run")
-    many.add_argument("models", nargs="+", metavar="MODEL", help="zoo names, .onnx or .pt2 files (the same path "
+    many.add_argument("models", nargs="*", metavar="MODEL", help="zoo names, .onnx or .pt2 files (the same path "
                       "on every node)")
+    many.add_argument("--resume", metavar="RUNS",
+                      help="continue the fleet of runs RUNS (comma-separated: 3,4) with their own models and settings, "
+                           "as a stopped fleet or a lost cluster's message names them")
     many.add_argument("--cluster", default="local",
                       help="'local' (default: Ray on this machine) or a running cluster's address: ray://HOST:PORT "
                            "(Ray client), HOST:PORT or 'auto' (from a node of it)")
@@ -288,8 +287,18 @@ def _tune_options(args) -> dict:
                                else parse_duration(args.check_every, "model-check interval",
                                                    words=(checks.EPOCH, checks.NEVER))),
                "energy_meter": args.energy_meter, "candidate_filter": args.candidate_filter, "runner": args.runner,
-               "measure": MeasureConfig(enable_cpu_cache_flush=True) if args.cache_flush else None}
+               "measure": MeasureConfig(enable_cpu_cache_flush=True) if args.cache_flush else None,
+               **_finish_options(args)}
     return {k: v for k, v in options.items() if v is not None and v != {}}
+
+
+def _finish_options(args) -> dict:
+    """The finish the ``tune`` options set (:class:`~tunewise.settings.RunSettings` fields), those not given left
+    out: a new run's defaults, a resumed run's own."""
+    options = {"references": False if args.no_references else None,
+               "timing_rounds": _whole("--timing-rounds", args.timing_rounds),
+               "time_untuned": True if args.time_untuned else None}
+    return {k: v for k, v in options.items() if v is not None}
 
 
 def _share(args) -> str | None:
@@ -315,16 +324,17 @@ def _cmd_tune(args) -> int:
         if fixed or args.input_shape:
             dropped = ", ".join(fixed) or "--input-shape"
             raise InputError(f"--resume continues a run with its own settings; drop {dropped}")
+        finishing = _finish_options(args)
         result = workflow.resume(_whole("RUN", args.resume, minimum=1), store=args.store, budget=_limits(args),
                                  source=args.model, progress=True, output=args.output,
-                                 compare_torch=not args.no_references, timing_rounds=_timing_rounds(args),
-                                 time_untuned=args.time_untuned)
+                                 compare_torch=finishing.get("references"),
+                                 timing_rounds=finishing.get("timing_rounds"),
+                                 time_untuned=finishing.get("time_untuned"))
     elif args.model is None:
         raise InputError("name a model to tune, or --resume RUN (see tunewise tune --help)")
     else:
         result = workflow.tune(args.model, RunSettings(**_tune_options(args)), target=args.target, store=args.store,
-                               progress=True, compare_torch=not args.no_references,
-                               timing_rounds=_timing_rounds(args), time_untuned=args.time_untuned)
+                               progress=True)
     print(f"model            {result.model} ({result.tasks} tasks), run {result.run}")
     shared = f", {result.shared} shared between tasks" if result.shared else ""
     skipped = f"; {result.skipped} proposals skipped by the filter" if result.skipped else ""
@@ -373,13 +383,22 @@ def _cmd_tune_many(args) -> int:
     limits = {"max_trials": _whole("--trials", args.trials),
               "time_budget": parse_duration(args.time_budget) if args.time_budget else None}
     limits = {k: v for k, v in limits.items() if v is not None}
-    if not limits:
-        raise InputError("give each model a budget: --trials or --time-budget (see tunewise tune-many --help)")
-    options = {"budget": Budget(**limits), "goal": args.goal,
+    options = {"goal": args.goal, "references": False if args.no_references else None,
                "scheduler": args.scheduler, "seed": _whole("--seed", args.seed, minimum=0)}
-    settings = RunSettings(**{k: v for k, v in options.items() if v is not None})
     policy = populations.create(args.policy)
     round_seconds = parse_duration(args.round, "round length")
+    resume = []
+    if args.resume is not None:
+        given = [flag for flag in ("--trials", "--time-budget", "--goal", "--scheduler", "--seed", "--output",
+                                   "--no-references") if getattr(args, flag[2:].replace("-", "_")) not in (None, False)]
+        if args.models or given:
+            raise InputError(f"--resume continues the fleet's runs with their own models and settings; drop "
+                             f"{', '.join(given) or ' '.join(args.models)}")
+        resume = [_whole("RUNS", run) for run in args.resume.split(",")]
+    elif not limits:
+        raise InputError("give each model a budget: --trials or --time-budget (see tunewise tune-many --help)")
+    settings = RunSettings(**{k: v for k, v in options.items() if v is not None},
+                           **({"budget": Budget(**limits)} if limits else {}))
 
     def told(index, plan, names, outcomes) -> None:
         waiting = [names[i] for i in plan.suspend]
@@ -390,7 +409,7 @@ def _cmd_tune_many(args) -> int:
 
     fleet = cluster.tune_many(args.models, cluster=args.cluster, store=args.store, policy=policy,
                               round_seconds=round_seconds, settings=settings, output=args.output,
-                              compare_torch=not args.no_references, on_round=told)
+                              on_round=told, resume=resume)
     print(f"{fleet.rounds} rounds, {fleet.suspensions} suspensions, {fleet.resumptions} resumptions")
     for run, result in zip(fleet.runs, fleet.results, strict=True):
         if result is not None:
@@ -555,13 +574,15 @@ def _interrupted(err: KeyboardInterrupt, command: str | None) -> int:
     from tunewise import interrupts, workflow
 
     stop = err if isinstance(err, interrupts.Interrupted) else interrupts.Interrupted()
-    if command != "tune":
+    if stop.said is not None:
+        print(f"tunewise: {stop.describe()}", file=sys.stderr)
+    elif command != "tune":
         print("tunewise: interrupted", file=sys.stderr)
     elif stop.run is None:
         print("tunewise: interrupted before any trial was measured; nothing to resume", file=sys.stderr)
     else:
-        print("tunewise: interrupted; every trial measured so far is in the store: continue with "
-              + workflow.resume_command(stop.run, stop.store_url), file=sys.stderr)
+        print(f"tunewise: {stop.describe()}: continue with {workflow.resume_command(stop.run, stop.store_url)}",
+              file=sys.stderr)
     return stop.exit_code
 
 
@@ -580,10 +601,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         with logs.routed(args.command, verbose=args.verbose or None):
-            if args.command != "tune":
-                return _COMMANDS[args.command](args)
             from tunewise import interrupts
 
+            if args.command == "tune-many":
+                with interrupts.raised():
+                    return _cmd_tune_many(args)
+            if args.command != "tune":
+                return _COMMANDS[args.command](args)
             with interrupts.handled():
                 return _cmd_tune(args)
     except TunewiseError as err:

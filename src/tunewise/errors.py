@@ -57,3 +57,8 @@ class ModelInputError(InputError):
 
 class UnsupportedOperatorError(ModelImportError):
     """The model has an operator that TVM imports but cannot compile for the target at any graph level."""
+
+
+class ClusterLostError(TunewiseError):
+    """The Ray cluster a fleet tuned on lost a process or a node it needs; the fleet's runs keep every slot they
+    stored, and the message says how to continue them."""

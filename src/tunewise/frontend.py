@@ -173,8 +173,10 @@ def _onnx_input_shapes(model, overrides: dict[str, tuple[int, ...]]) -> dict[str
             continue
         if any(not d.HasField("dim_value") for d in dims):
             symbolic = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
-            raise ModelImportError(f"ONNX input {inp.name!r} has dynamic shape {symbolic}; "
-                                   f"give it with --input-shape {inp.name}=1,3,224,224")
+            example = ",".join(str(d) if isinstance(d, int) and d > 0 else "1" for d in symbolic)
+            raise ModelImportError(f"ONNX input {inp.name!r} has dynamic shape {symbolic}; give it with "
+                                   f"--input-shape {inp.name}={example} (its dynamic dimensions set to 1 here; "
+                                   "choose their sizes)")
         shapes[inp.name] = tuple(d.dim_value for d in dims)
     return shapes
 

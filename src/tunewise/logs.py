@@ -35,7 +35,7 @@ import warnings
 
 from tunewise.errors import TunewiseError
 
-THIRD_PARTY_LOGGERS = ("tvm", "tvm_ffi", "torch", "onnx", "onnxruntime", "onnxscript", "xgboost",
+THIRD_PARTY_LOGGERS = ("tvm", "tvm_ffi", "torch", "onnx", "onnxruntime", "onnxscript", "xgboost", "ray",
                        "tunewise.search")  # the last: the logger tunewise hands TVM's search contexts
 LOG_DIR_VARIABLE = "TUNEWISE_LOG_DIR"
 DEFAULT_LOG_DIR = "tunewise-logs"

@@ -155,8 +155,7 @@ class PreparedRun:
 
 def prepare_run(source, settings: RunSettings, *, store=None, target=None, example_inputs=None, scheduler=None,
                 callbacks: Sequence[Callback | str] = (), run: int | None = None, lease=None,
-                finish_by: float | None = None, references: bool = True,
-                timing_rounds: int = timing.ROUNDS, time_untuned: bool = False) -> PreparedRun:
+                finish_by: float | None = None) -> PreparedRun:
     """Resolve ``target`` and check it can run here, open ``store`` (a :class:`~tunewise.stores.Store` or its
     URL; default ``sqlite:///tunewise.db``), import ``source`` (``settings.source`` when None) while the
     measurer starts, extract the tasks and open the session (:func:`open_session`), which measures their default
@@ -164,9 +163,9 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
 
     ``callbacks`` are told each step (:meth:`~tunewise.callbacks.Callback.phase`) and, through the session,
     every slot. ``finish_by`` (a ``time.perf_counter()`` instant) ends tuning in time for compiling the model
-    by then (:func:`~tunewise.timebudget.compile_estimate`; the compiled models, the untuned one too with
-    ``time_untuned``, timed in ``timing_rounds`` rounds, and the references after them unless ``references`` is
-    false). A stop request between steps raises
+    by then (:func:`~tunewise.timebudget.compile_estimate`; the compiled models, the untuned one too with the
+    settings' ``time_untuned``, timed in their ``timing_rounds`` rounds, and the references after them unless
+    their ``references`` is false). A stop request between steps raises
     :class:`~tunewise.interrupts.Interrupted`. Raises :class:`~tunewise.errors.TunewiseError` subclasses on
     bad input, before the store is opened when the input is the target or the source.
     """
@@ -213,10 +212,10 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
 
         def deadline(snapshot) -> float:
             built = None if checker is None else checker.build_seconds  # measured by the run's last check
-            untuned = snapshot.untuned_latency() if time_untuned else None
+            untuned = snapshot.untuned_latency() if settings.time_untuned else None
             return finish_by - compile_estimate(extract_seconds if built is None else built, untuned,
-                                                snapshot.estimated_latency(), references=references,
-                                                rounds=timing_rounds, checked=bool(snapshot.measured))
+                                                snapshot.estimated_latency(), references=settings.references,
+                                                rounds=settings.timing_rounds, checked=bool(snapshot.measured))
 
         loop = open_session(model, settings, store=store, measurer=measurer, scheduler=scheduler,
                             callbacks=told.callbacks, run=run, lease=lease,

@@ -26,8 +26,9 @@ task, budgets spent, tuning time, the scheduler's decisions), its cost model is 
 candidates it already measured are never measured again. A slot stored twice (by two processes that tuned
 the run at once, before runs had owners) is replayed once, with every trial stored under it.
 
-A stop request (:mod:`tunewise.interrupts`) ends the run between slots, or drops the slot in flight; a slot
-some of whose candidates failed while a stop was requested is dropped too (a signal to the process group may
+A stop request (:mod:`tunewise.interrupts`) ends the run between slots, or drops the slot in flight (the
+:class:`~tunewise.interrupts.Interrupted` raised says how many candidates it had); a slot some of whose
+candidates failed while a stop was requested is dropped too (a signal to the process group may
 have killed a worker). With ``owner`` (:mod:`tunewise.lease`), each slot is committed only while that owner
 holds the run.
 """
@@ -45,7 +46,7 @@ from tunewise.budget import Budget
 from tunewise.callbacks import Callback, CallbackList, SlotEvent
 from tunewise.checks import ModelCheck
 from tunewise.energy import EnergyMeter
-from tunewise.errors import InputError, RunBusyError
+from tunewise.errors import InputError, RunBusyError, StoreError
 from tunewise.filters import CandidateFilter, Measured
 from tunewise.ledger import Ledger, Slot, slot_size
 from tunewise.search import TaskSearch, runner_result, trial_json
@@ -119,6 +120,7 @@ class Session:
         self.meter, self.checker, self.filter = meter, checker, candidate_filter
         self.skipped = 0  # proposals the filter skipped in this process
         self._joules_offset = 0.0  # energy of earlier sessions of the run
+        self._in_flight: int | None = None  # the candidates of the slot in flight, until it is recorded
         self._meter_start = None if meter is None else meter.read().joules
         self.ledger = Ledger(
             model.tasks, scheduler, budget, trials_per_slot=trials_per_slot, clock=lambda: self.elapsed,
@@ -230,9 +232,14 @@ class Session:
         except RunBusyError:
             raise
         except BaseException as err:
-            with contextlib.suppress(Exception):  # a full disk: ``err`` says so, and the run shows as dead
+            with contextlib.suppress(Exception):  # a store that cannot record it: ``err`` says why
                 self.store.set_status(self.run_id, stores.INTERRUPTED if isinstance(err, KeyboardInterrupt)
                                       else stores.FAILED)
+            if self._in_flight is not None and isinstance(err, KeyboardInterrupt):
+                stop = err if isinstance(err, interrupts.Interrupted) else interrupts.Interrupted()
+                raise stop.dropping(self._in_flight) from None
+            if self._in_flight is not None and isinstance(err, StoreError):
+                raise StoreError(f"{err}; the slot in flight, {self._in_flight} candidates, was dropped") from None
             raise
         self.store.set_status(self.run_id, stores.TUNED)
         return self.snapshot()
@@ -279,7 +286,9 @@ class Session:
 
         on_phase("search")
         slot_start, slot_joules = time.perf_counter(), readings["search"]
+        self._in_flight = n
         proposed, shared, skipped = self._propose(slot)
+        self._in_flight = len(proposed)
         search_seconds = time.perf_counter() - slot_start
         best_before = self.ledger.best(k)
         candidates = [c for c, _ in proposed]
@@ -311,6 +320,7 @@ class Session:
             slot.index, k, len(trials), elapsed, time.perf_counter() - slot_start, latency,
             self._slot_joules(slot_joules), skipped, phase_joules, self.ledger.forecast if trials else None),
             owner=self.owner)
+        self._in_flight = None
         if not trials:
             return
         search.notify(candidates, [runner_result(t) for t in trials], self.cost_model)

@@ -4,16 +4,17 @@
 :func:`tunewise.prepare.prepare_run` (the bench scripts) start a run with, and what the store keeps for
 :func:`tunewise.resume`. Its field defaults are the defaults of all of them.
 
-Runs stored with fewer keys are read by :meth:`RunSettings.from_json` with the value each such run was tuned
-with (:data:`ADDED_KEYS`): ``share`` ``"off"`` (runs stored before schedule sharing existed tuned every task
-alone), ``warm_start`` false (no run started from other runs' records before warm starts existed),
-``evaluator`` ``"fixed"`` and ``cost_model`` ``"xgb"`` (what tunewise ran for settings without them),
-``runner`` ``"local"`` (the only runner there was), no stop rule and no model checks (``goal``,
-``energy_budget``, ``diminishing``, ``check_every``, ``give_up`` ``None``), the ``"auto"`` energy meter and no candidate
-filter. A ``check_every`` stored as ``None`` is the rule such runs were tuned with: checks only with a goal or
-``diminishing``. A ``share`` stored as true or false (the form before sharing had modes) reads as ``"same-anchor"`` or
-``"off"``, what those runs were tuned with. Every other key has been stored since runs had settings, so
-settings without one are not a tuning run's, and are refused.
+Runs stored with fewer keys are read by :meth:`RunSettings.from_json` with the value each such run was tuned with
+(:data:`ADDED_KEYS`): ``share`` ``"off"`` (runs stored before schedule sharing existed tuned every task alone),
+``warm_start`` false (no run started from other runs' records before warm starts existed), ``evaluator``
+``"fixed"`` and ``cost_model`` ``"xgb"`` (what tunewise ran for settings without them), ``runner`` ``"local"`` (the
+only runner there was), no stop rule and no model checks (``goal``, ``energy_budget``, ``diminishing``,
+``check_every``, ``give_up`` ``None``), the ``"auto"`` energy meter and no candidate filter, and the finish every
+run had before its finish was a setting (``references`` true, ``timing_rounds`` :data:`tunewise.timing.ROUNDS`,
+``time_untuned`` false). A ``check_every`` stored as ``None`` is the rule such runs were tuned with: checks only
+with a goal or ``diminishing``. A ``share`` stored as true or false (the form before sharing had modes) reads as
+``"same-anchor"`` or ``"off"``, what those runs were tuned with. Every other key has been stored since runs had
+settings, so settings without one are not a tuning run's, and are refused.
 
 >>> settings = RunSettings(source="tiny-mlp", budget=Budget(max_trials=32))
 >>> RunSettings.from_json(settings.to_json()) == settings
@@ -28,7 +29,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tunewise import candidate_runners, cost_models, energy, evaluators, filters, graph, schedulers, sharing
+from tunewise import candidate_runners, cost_models, energy, evaluators, filters, graph, schedulers, sharing, timing
 from tunewise.budget import Budget
 from tunewise.checks import DEFAULT_EVERY, EPOCH, NEVER
 from tunewise.errors import InputError
@@ -38,7 +39,8 @@ from tunewise.measure import MeasureConfig
 ADDED_KEYS: Mapping[str, object] = {"share": "off", "warm_start": False, "evaluator": "fixed", "cost_model": "xgb",
                                     "runner": "local", "goal": None, "energy_budget": None, "diminishing": None,
                                     "check_every": None, "energy_meter": "auto", "candidate_filter": None,
-                                    "give_up": None}
+                                    "give_up": None, "references": True, "timing_rounds": timing.ROUNDS,
+                                    "time_untuned": False}
 """Keys a stored run may lack, each with the value the runs stored without it were tuned with."""
 
 
@@ -70,6 +72,11 @@ class RunSettings:
     never.
     ``candidate_filter`` names a :mod:`tunewise.filters` filter (``"cold"``: Trimmer's) that skips proposals
     not worth measuring (``None``: none).
+
+    The finish, once tuning ends (:func:`tunewise.finish.finish`): ``references`` times PyTorch eager and
+    onnxruntime beside the tuned model (on a GPU: PyTorch eager, its CUDA graph and ``tunewise.runtime.aot``),
+    ``timing_rounds`` is how many rounds the models are timed in (:mod:`tunewise.timing`; fewer finish sooner,
+    with rougher latencies), and ``time_untuned`` compiles the untuned model and times it beside the tuned one.
     """
 
     source: str | None = None
@@ -93,6 +100,9 @@ class RunSettings:
     energy_meter: str = "auto"
     candidate_filter: str | None = None
     give_up: float | None = None
+    references: bool = True
+    timing_rounds: int = timing.ROUNDS
+    time_untuned: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "input_shapes", {k: tuple(v) for k, v in self.input_shapes.items()})
@@ -102,6 +112,11 @@ class RunSettings:
             raise InputError(f"measure must be a tunewise MeasureConfig, got {self.measure!r}")
         if not _whole(self.trials_per_slot) or self.trials_per_slot <= 0:
             raise InputError(f"trials per slot must be positive, got {self.trials_per_slot}")
+        if not _whole(self.timing_rounds) or self.timing_rounds < 1:
+            raise InputError(f"timing rounds must be a whole number of at least 1, got {self.timing_rounds!r}")
+        for name in ("references", "time_untuned"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name.replace('_', ' ')} must be true or false, got {getattr(self, name)!r}")
         if not _whole(self.seed) or self.seed < 0:
             raise InputError(f"seed must be a whole number of at least 0, got {self.seed!r}")
         if self.share not in sharing.MODES:

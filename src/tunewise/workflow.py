@@ -80,8 +80,8 @@ class TuneResult:
 
 @quiet("tune")
 def tune(source, settings: RunSettings | None = None, *, example_inputs=None, target=None, store=None,
-         callbacks: Sequence[Callback | str] = (), compare_torch: bool = True, progress: bool | None = None,
-         timing_rounds: int = timings.ROUNDS, time_untuned: bool = False, **overrides) -> TuneResult:
+         callbacks: Sequence[Callback | str] = (), compare_torch: bool | None = None, progress: bool | None = None,
+         timing_rounds: int | None = None, time_untuned: bool | None = None, **overrides) -> TuneResult:
     """Tune ``source`` (zoo name, ``.onnx``/``.pt2`` path, or ``nn.Module`` with ``example_inputs``) for
     ``target`` (:func:`tunewise.target.resolve`: this CPU by default) as ``settings`` say
     (:class:`~tunewise.settings.RunSettings`; its defaults when ``None``), with ``overrides`` replacing some of
@@ -90,32 +90,30 @@ def tune(source, settings: RunSettings | None = None, *, example_inputs=None, ta
 
     ``callbacks`` (:mod:`tunewise.callbacks`: instances or names) are told every step and slot. ``progress``
     adds the live display of ``tunewise tune`` (``tunewise.callbacks.create("progress")``); by default it is
-    on when standard output is a terminal or a notebook. ``compare_torch`` times PyTorch eager and onnxruntime
-    (on a GPU: PyTorch eager, its CUDA graph and ``tunewise.runtime.aot``) beside the tuned model.
-    ``timing_rounds`` is how many rounds the tuned model is timed in at the end (:mod:`tunewise.timing`; fewer
-    finish sooner, and the latencies are rougher). ``time_untuned`` also compiles the untuned model and times it
-    in turn with the tuned one; without it the result's ``untuned_latency`` is ``None``, and
-    ``untuned_estimate`` (its tasks' default latencies, weighted) stands in for it. Under a time budget, the
-    untuned model's build and timing come out of the tuning time.
+    on when standard output is a terminal or a notebook. ``compare_torch``, ``timing_rounds`` and
+    ``time_untuned``, when given, replace the settings' ``references``, ``timing_rounds`` and ``time_untuned``
+    (the finish, stored with the run: :class:`~tunewise.settings.RunSettings`). Without ``time_untuned`` the
+    result's ``untuned_latency`` is ``None``, and ``untuned_estimate`` (its tasks' default latencies, weighted)
+    stands in for it. Under a time budget, the untuned model's build and timing come out of the tuning time.
 
     Every trial goes to ``store`` (a :class:`~tunewise.stores.Store` or its URL; default
     ``sqlite:///tunewise.db``) as a new run, which :func:`resume` continues if this one is cut short. Writes
     the verified artifact to the settings' ``output`` (default ``tunewise-out/MODEL``). Raises
     :class:`~tunewise.errors.TunewiseError` subclasses on bad input.
     """
-    settings, scheduler = with_overrides(settings or RunSettings(), overrides)
+    settings, scheduler = with_overrides(settings or RunSettings(), {**overrides, **_finish(
+        compare_torch, timing_rounds, time_untuned)})
     if isinstance(source, str) and source not in zoo.MODELS and os.path.isfile(source):
         source = os.path.abspath(source)  # a resumed run may start elsewhere
     settings = dataclasses.replace(settings, source=source if isinstance(source, str) else None,
                                    output=os.path.abspath(settings.output) if settings.output else None)
     if not settings.budget.bounded:
         raise InputError("set a budget: trials, time or trials per task")
-    _check_rounds(timing_rounds)
     owned = None
     try:
         with _ownership() as owned:
             return _tune(source, store, None, settings, scheduler, target, example_inputs,
-                         _callbacks(callbacks, progress), compare_torch, timing_rounds, time_untuned, owned)
+                         _callbacks(callbacks, progress), owned)
     finally:  # a store opened from its URL (once the inputs were checked) is closed when the job ends
         if owned is not None and owned.store is not None and not isinstance(store, stores.Store):
             owned.store.close()
@@ -150,8 +148,8 @@ def _callbacks(callbacks: Sequence[Callback | str], progress: bool | None) -> Ca
 @quiet("tune")
 def resume(run: int, *, store=None, budget: Budget | Mapping | None = None, source=None,
            example_inputs=None, scheduler=None, callbacks: Sequence[Callback | str] = (),
-           compare_torch: bool = True, output: str | None = None, progress: bool | None = None,
-           timing_rounds: int = timings.ROUNDS, time_untuned: bool = False) -> TuneResult:
+           compare_torch: bool | None = None, output: str | None = None, progress: bool | None = None,
+           timing_rounds: int | None = None, time_untuned: bool | None = None) -> TuneResult:
     """Continue run ``run`` of ``store`` where it stopped (killed, interrupted, failed, or finished and given
     a larger ``budget``), with the settings it was started with: what it measured is kept and counts against
     the budget, and no candidate is measured twice. ``source`` and ``scheduler`` are needed only when the
@@ -159,12 +157,13 @@ def resume(run: int, *, store=None, budget: Budget | Mapping | None = None, sour
 
     ``budget`` (a :class:`~tunewise.budget.Budget`, or a mapping of some of its fields) replaces the limits
     it sets and keeps the run's other limits; the budget so made is stored in the run's settings. ``output``
-    replaces the run's artifact folder, in the store too. Settings stored in an older form are stored again
-    in the full one (:meth:`~tunewise.settings.RunSettings.from_json`). ``callbacks``, ``progress``,
-    ``timing_rounds`` and ``time_untuned`` are :func:`tune`'s. Raises :class:`~tunewise.errors.RunBusyError`
-    when another live process owns the run.
+    replaces the run's artifact folder, and ``compare_torch``, ``timing_rounds`` and ``time_untuned`` the run's
+    finish (:func:`tune`'s; ``None``: the run's own), in the store too. Settings stored in an older form are
+    stored again in the full one (:meth:`~tunewise.settings.RunSettings.from_json`). ``callbacks`` and
+    ``progress`` are :func:`tune`'s. Raises :class:`~tunewise.errors.RunBusyError` when another live process
+    owns the run.
     """
-    _check_rounds(timing_rounds)
+    finishing = _finish(compare_torch, timing_rounds, time_untuned)
     with _opened(store, must_exist=True) as store:
         spec = store.get_run(run)
         if spec.status == stores.IMPORTED:
@@ -181,17 +180,19 @@ def resume(run: int, *, store=None, budget: Budget | Mapping | None = None, sour
             raise InputError(f"run {run} was started with a Python model or scheduler object: pass it again")
         if output is not None:
             settings = dataclasses.replace(settings, output=check_folder(output, "artifact folder"))
+        settings = dataclasses.replace(settings, **finishing)
         with _ownership() as owned:
             owned.claim(store, run)
             if settings.to_json() != spec.settings:
                 store.update_settings(run, settings.to_json())
             return _tune(source, store, run, settings, scheduler, spec.target, example_inputs,
-                         _callbacks(callbacks, progress), compare_torch, timing_rounds, time_untuned, owned)
+                         _callbacks(callbacks, progress), owned)
 
 
-def _check_rounds(rounds) -> None:
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise InputError(f"timing rounds must be a whole number of at least 1, got {rounds!r}")
+def _finish(compare_torch: bool | None, timing_rounds: int | None, time_untuned: bool | None) -> dict:
+    """The finish settings :func:`tune` and :func:`resume` are given (those not ``None``), by field name."""
+    given = {"references": compare_torch, "timing_rounds": timing_rounds, "time_untuned": time_untuned}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def resume_command(run: int, store_url: str | None) -> str:
@@ -220,29 +221,37 @@ def _opened(store, **options):
 @contextlib.contextmanager
 def _ownership():
     """A :class:`~tunewise.lease.Lease` for a job; a stop (Ctrl-C) that ends the job is raised as
-    :class:`~tunewise.interrupts.Interrupted` naming the run the lease holds, left ``interrupted``; a store
-    that fails while the job holds a run raises :class:`~tunewise.errors.StoreError` saying how to resume it."""
+    :class:`~tunewise.interrupts.Interrupted` naming the run the lease holds, left ``interrupted``, and the
+    trials it holds; a store that fails while the job holds a run leaves it ``failed`` and raises
+    :class:`~tunewise.errors.StoreError` saying what it kept and how to resume it."""
     with Lease() as owned:
         try:
             yield owned
         except StoreError as err:
             if owned.run is None:
                 raise
-            raise StoreError(f"{err}; the trials stored so far are kept: once the store works again, continue "
-                             f"with {resume_command(owned.run, owned.store.url)}") from None
+            kept = "every stored trial kept"
+            with contextlib.suppress(Exception):  # the store may be unreadable too
+                if owned.store.get_run(owned.run).status == stores.RUNNING:  # it failed before tuning began
+                    owned.store.set_status(owned.run, stores.FAILED)
+                count = len(owned.store.get_trials(owned.run, records=False))
+                kept = f"{count} stored trial{'' if count == 1 else 's'} kept"
+            raise StoreError(f"{err}; {kept}: once the store works again, continue with "
+                             f"{resume_command(owned.run, owned.store.url)}") from None
         except KeyboardInterrupt as err:
             stop = err if isinstance(err, Interrupted) else Interrupted()
             if owned.run is None:
                 raise stop from None
+            kept = None
             with contextlib.suppress(Exception):  # Session.run has set it when the stop came while tuning
                 if owned.store.get_run(owned.run).status == stores.RUNNING:
                     owned.store.set_status(owned.run, stores.INTERRUPTED)
-            raise stop.of_run(owned.run, owned.store.url) from None
+                kept = len(owned.store.get_trials(owned.run, records=False))
+            raise stop.of_run(owned.run, owned.store.url, kept) from None
 
 
 def _tune(source, store, run: int | None, settings: RunSettings, scheduler, target, example_inputs,
-          told: CallbackList, compare_torch: bool, timing_rounds: int, time_untuned: bool,
-          owned: Lease) -> TuneResult:
+          told: CallbackList, owned: Lease) -> TuneResult:
     """The job behind :func:`tune` (``run`` None: a new run) and :func:`resume`; ``store`` may be a URL.
     ``owned`` holds the run (a new run: from its creation).
 
@@ -254,8 +263,7 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     check_folder(settings.output or "tunewise-out", "artifact folder")
     end = None if budget.time_budget is None else start + budget.time_budget
     prepared = prepare_run(source, settings, store=store, target=target, example_inputs=example_inputs,
-                           scheduler=scheduler, callbacks=told.callbacks, run=run, lease=owned, finish_by=end,
-                           references=compare_torch, timing_rounds=timing_rounds, time_untuned=time_untuned)
+                           scheduler=scheduler, callbacks=told.callbacks, run=run, lease=owned, finish_by=end)
     model, loop = prepared.model, prepared.session
     store, run, output = loop.store, loop.run_id, settings.artifact_folder(model.name)
     phases = {"import": prepared.import_seconds, "extract": time.perf_counter() - start - prepared.import_seconds}
@@ -282,14 +290,15 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     raise_if_stopped()
     summary = summarize(store, run)  # what the run did, for the artifact and the result alike
     done = finish(model, loop.database, output, source=source, example_inputs=example_inputs, seed=settings.seed,
-                  compare_torch=compare_torch, timing_rounds=timing_rounds, on_phase=told.phase, metadata=dict(
+                  compare_torch=settings.references, timing_rounds=settings.timing_rounds, on_phase=told.phase,
+                  metadata=dict(
                       graph_level=model.level, scheduler=type(loop.scheduler).__name__, run=run,
                       trials=summary.trials, failures=summary.failures, tuning_seconds=summary.elapsed,
                       evaluator=settings.evaluator, cost_model=settings.cost_model, shared_trials=loop.shared,
                       latency_estimate_history=[list(point) for point in loop.history]),
                   checked=None if loop.checker is None else loop.checker.fastest_before(final.trials),
                   built=None if loop.checker is None else loop.checker.holding(final.trials),
-                  time_untuned=time_untuned, finish_by=end)
+                  time_untuned=settings.time_untuned, finish_by=end)
     store.add_artifact(run, output, done.metadata)
     store.set_status(run, stores.FINISHED)
     phases["compile"] = time.perf_counter() - start - sum(phases.values())

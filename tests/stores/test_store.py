@@ -229,6 +229,11 @@ def test_bad_urls_are_one_line_errors(tmp_path):
         stores.create("sqlite:///no/such/folder/tunewise.db")
     with pytest.raises(InputError, match="cannot open the store"):
         stores.create("postgresql+psycopg://nobody@127.0.0.1:1/none")
+    with pytest.raises(InputError, match=r"^store URL 'foo://bar/baz' has the scheme foo:, which tunewise does not "
+                                         r"take: give sqlite:///PATH or postgresql\+psycopg://"):
+        stores.create("foo://bar/baz")
+    with pytest.raises(InputError, match="needs a database driver that is not installed"):
+        stores.create("postgresql+nodriver://nobody@127.0.0.1/none")
 
 
 def _writer(url: str, name: str, slots: int, per_slot: int, start, queue) -> None:

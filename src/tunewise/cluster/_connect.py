@@ -11,6 +11,7 @@ measurement or with another round's builds. Nodes join a cluster with the resour
 
 from __future__ import annotations
 
+import logging
 import re
 import socket
 
@@ -37,18 +38,29 @@ def connect(cluster: str) -> int:
     if not ray.is_initialized():
         try:
             if is_local(cluster):
-                ray.init(num_cpus=usable_cores(), resources={MEASURE: 1}, include_dashboard=False,
-                         log_to_driver=False, configure_logging=False)
+                ray.init(address=LOCAL, num_cpus=usable_cores(), resources={MEASURE: 1}, include_dashboard=False,
+                         log_to_driver=False, configure_logging=False)  # its own, never another one running here
             else:
                 _check_reachable(cluster)
                 ray.init(address=cluster, log_to_driver=False, configure_logging=False)
         except Exception as err:  # Ray raises ConnectionError, RuntimeError, ValueError... for a bad address
             raise InputError(f"cannot connect to the Ray cluster {cluster!r}: {message_line(err)}") from None
+        _log_driver_messages()
     slots = int(ray.cluster_resources().get(MEASURE, 0))
     if slots < 1:
         raise InputError(f"the Ray cluster {cluster!r} offers no measurement slot: start each node with "
                          f"--resources='{{\"{MEASURE}\": 1}}'")
     return slots
+
+
+def _log_driver_messages() -> None:
+    """Send the messages Ray prints on a driver's standard output (the cluster's errors, such as a node marked
+    dead, in several lines each) to the ``ray`` logger instead: a tunewise command keeps them in its third-party
+    log (:mod:`tunewise.logs`), and says in one line what a loss means for the fleet."""
+    from ray._private import worker
+
+    log = logging.getLogger("ray")
+    worker.print_to_stdstream = lambda data, ignore_prefix=False: log.warning("%s", " ".join(data.get("lines", [])))
 
 
 def _check_reachable(address: str) -> None:

@@ -67,17 +67,31 @@ def tune_round(source: str, settings: dict, store_url: str, run: int | None, sec
                         finished, ledger.stopped_by)
 
 
-def finish(run: int, store_url: str, output: str | None, compare_torch: bool = True):
-    """Compile run ``run`` with its best records, verify and time it (with the references if
-    ``compare_torch``), and write its artifact (to ``output``, or the run's own folder):
-    :func:`tunewise.workflow.resume` with no trial left to measure."""
+def new_run(model: str, settings: dict, store_url: str) -> int:
+    """A new run of ``model`` (its name) in the store at ``store_url``, ``suspended`` until a round claims it,
+    for this node's target, stored with ``settings`` (a :class:`~tunewise.settings.RunSettings` JSON object) as
+    :func:`tunewise.prepare.open_session` stores a run's (the graph level and energy meter resolved here)."""
+    tvm_env.import_tvm()
+    from tunewise import energy, graph
+    from tunewise import target as targets
+
+    settings = RunSettings.from_json(settings)
+    target = targets.resolve(None)
+    stored = dataclasses.replace(settings, level=settings.level or graph.default_level(target),
+                                 energy_meter=energy.for_device(settings.energy_meter, targets.is_gpu(target)).name)
+    with contextlib.closing(stores.create(store_url)) as store:
+        return store.create_run(model, str(target), settings.scheduler, stored.to_json(), status=stores.SUSPENDED)
+
+
+def finish(run: int, store_url: str):
+    """Compile run ``run`` with its best records, verify and time it as its settings say, and write its artifact
+    to its folder: :func:`tunewise.workflow.resume` with no trial left to measure."""
     from tunewise import workflow
 
     tvm_env.import_tvm()
     with contextlib.closing(stores.create(store_url)) as store:
         trials = len(store.get_trials(run, records=False))
-    return workflow.resume(run, store=store_url, budget={"max_trials": max(trials, 1)}, output=output,
-                           compare_torch=compare_torch, progress=False)
+    return workflow.resume(run, store=store_url, budget={"max_trials": max(trials, 1)}, progress=False)
 
 
 def _load(source: str, settings: RunSettings):

@@ -9,14 +9,20 @@ The schema is created and upgraded by the alembic migrations in ``migrations/`` 
 writing; a store opened ``read_only`` is never written (SQLite's ``query_only``, PostgreSQL's read-only
 transactions), so it must be a tunewise store at the current schema already. Database errors a user can
 meet (a file that is not a database or is corrupt, a full disk, a lock held too long, a lost server) are
-raised as :class:`~tunewise.errors.StoreError`.
+raised as :class:`~tunewise.errors.StoreError`. A process writing to a SQLite file holds a little disk space
+beside it until it closes the store, and gives it up when the disk is full, so that a run's status (``failed``)
+can still be written.
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import os
+import socket
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy import event, func, inspect, or_, select, update
@@ -41,6 +47,9 @@ from tunewise.stores._base import (
 )
 from tunewise.stores._url import display_url, hide_secrets
 
+_SCHEMES = {"sqlite": "sqlite:///PATH", "postgresql": "postgresql+psycopg://USER:PASSWORD@HOST/DATABASE"}
+"""The databases a store may be on (SQLAlchemy backend names), each with the form of its URL."""
+_RESERVE_BYTES = 128 * 1024  # a few small transactions' pages and write-ahead log frames
 _PHASE_JOULES = ("search_joules", "build_joules", "measure_joules")
 _MIGRATIONS = os.path.join(os.path.dirname(__file__), "migrations")
 _MIGRATION_LOCK = 0x7475_6E65  # PostgreSQL advisory lock key of schema upgrades
@@ -141,6 +150,9 @@ def _engine(url: str, must_exist: bool, read_only: bool) -> Engine:
     except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise InputError(f"bad store URL {display_url(url)!r}: expected e.g. sqlite:///tunewise.db or "
                          "postgresql+psycopg://user:password@host/database") from None
+    if parsed.get_backend_name() not in _SCHEMES:
+        raise InputError(f"store URL {display_url(url)!r} has the scheme {parsed.drivername}:, which tunewise does "
+                         f"not take: give {' or '.join(_SCHEMES.values())}")
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")  # the driver tunewise installs
     try:
@@ -157,6 +169,42 @@ def _engine(url: str, must_exist: bool, read_only: bool) -> Engine:
     except (NoSuchModuleError, ImportError) as err:
         raise InputError(f"store URL {display_url(url)!r} needs a database driver that is not installed: "
                          f"{hide_secrets(str(err), url)}") from None
+
+
+class _Reserve:
+    """Disk space a process writing to the SQLite file at ``path`` (``None``: none) holds beside it
+    (``PATH-reserve-HOST-PID-TAG``, :data:`_RESERVE_BYTES`), so that the write that records a run's end still
+    fits when the disk fills: :meth:`give_up` frees it. The reserves of this host's processes that no longer
+    exist are removed."""
+
+    def __init__(self, path: str | None):
+        self.path, self._pid = None, os.getpid()
+        if path is None:
+            return
+        prefix = f"{path}-reserve-{socket.gethostname()}-"
+        for stale in glob.glob(f"{glob.escape(prefix)}*"):
+            with contextlib.suppress(ValueError, OSError):
+                if _base.owner_gone(f"pid {int(stale[len(prefix):].split('-')[0])} on {socket.gethostname()} (0)"):
+                    os.remove(stale)
+        reserve = f"{prefix}{self._pid}-{uuid.uuid4().hex[:8]}"
+        try:
+            with open(reserve, "wb") as f:
+                f.write(bytes(_RESERVE_BYTES))
+                f.flush()
+                os.fsync(f.fileno())
+            self.path = reserve
+        except OSError:  # no room for it: the disk is full already
+            with contextlib.suppress(OSError):
+                os.remove(reserve)
+
+    def give_up(self) -> bool:
+        """Free the space (in the process that holds it); whether there was any."""
+        if self.path is None or os.getpid() != self._pid:
+            return False
+        with contextlib.suppress(OSError):
+            os.remove(self.path)
+        self.path = None
+        return True
 
 
 class SQLAlchemyStore(Store):
@@ -181,12 +229,15 @@ class SQLAlchemyStore(Store):
                              f"{hide_secrets(message_line(err.orig), url)}") from None
         _user_errors(self._engine)
         self._writer = self._engine.execution_options(tunewise_write=True)
+        file_backed = self._engine.dialect.name == "sqlite" and self._engine.url.database not in (None, "", ":memory:")
+        self._reserve = _Reserve(self._engine.url.database if file_backed and not read_only else None)
 
     def __repr__(self) -> str:
         return f"SQLAlchemyStore({display_url(self.url)!r})"
 
     def close(self) -> None:
         self._engine.dispose()
+        self._reserve.give_up()
 
     # -- runs ------------------------------------------------------------------------------------------
     def create_run(self, model: str, target: str, scheduler: str, settings: Mapping, *,
@@ -215,7 +266,12 @@ class SQLAlchemyStore(Store):
             return [self._run(row) for row in conn.execute(select(s.runs).order_by(s.runs.c.id))]
 
     def set_status(self, run: int, status: str) -> None:
-        self._update(run, status=status, updated=time.time())
+        try:
+            self._update(run, status=status, updated=time.time())
+        except StoreError:
+            if not self._reserve.give_up():
+                raise
+            self._update(run, status=status, updated=time.time())
 
     def _update(self, run: int, **values) -> None:
         with self._writer.begin() as conn:
