@@ -23,7 +23,7 @@ _DTYPES = ("float32", "float16")
 _EXP_P = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
 _LN2_HI, _LN2_LO = 0.693359375, -2.12194440e-4
 _LOG2E = 1.44269504088896341
-# exp(x) is inf above it and 0 below the other (it rounds to 0 below -103.97); inside, n stays in [-150, 128]
+# exp's argument clamped: above the first it is inf, below the second 0 (it rounds to 0 below -103.97)
 _EXP_MAX, _EXP_MIN = 88.75, -104.0
 # Cephes logf: log(1 + f) = f - f^2 / 2 + f^3 * P(f) on sqrt(1/2) - 1 <= f < sqrt(2) - 1
 _LOG_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
@@ -61,14 +61,13 @@ def _horner(coefficients, x):
 
 def _power_of_two(n):
     """2^n as a float32 for an int32 ``n`` in [-126, 127]."""
-    import tvm
+    from tvm import tirx
 
-    return tvm.tirx.reinterpret("float32", tvm.tirx.shift_left(n + _i(127), _i(23)))
+    return tirx.reinterpret("float32", tirx.shift_left(n + _i(127), _i(23)))
 
 
 def exp(x):
     """``exp`` of a float32 expression."""
-    import tvm
     from tvm import tirx
 
     clamped = tirx.max(tirx.min(x, _f(_EXP_MAX)), _f(_EXP_MIN))
@@ -79,51 +78,48 @@ def exp(x):
     half = tirx.shift_right(k, _i(1))
     # 2^k in two factors, each a normal float for k in [-150, 128]: one rounding into the denormals, inf above
     result = y * _power_of_two(half) * _power_of_two(k - half)
-    return tvm.tirx.Select(tirx.isnan(x), x, result)
+    return tirx.Select(tirx.isnan(x), x, result)
 
 
 def sigmoid(x):
-    """``1 / (1 + exp(-x))`` of a float32 expression, as ``e / (1 + e)`` with ``e = exp(x)`` below 0 (no overflow
-    where the result is a denormal)."""
-    import tvm
+    """``1 / (1 + exp(-x))`` of a float32 expression, from ``e = exp(-|x|)``: ``1 / (1 + e)`` from 0 up,
+    ``e / (1 + e)`` below (where ``exp(-x)`` would overflow and the result is a denormal)."""
     from tvm import tirx
 
     e = exp(-tirx.abs(x))
-    return tvm.tirx.Select(x >= _f(0.0), _f(1.0), e) / (_f(1.0) + e)
+    return tirx.Select(x >= _f(0.0), _f(1.0), e) / (_f(1.0) + e)
 
 
 def tanh(x):
     """``tanh`` of a float32 expression."""
-    import tvm
     from tvm import tirx
 
     a = tirx.abs(x)
     z = a * a
     small = a + a * z * _horner(_TANH_P, z)
     large = _f(1.0) - _f(2.0) / (exp(a + a) + _f(1.0))
-    return tirx.copysign(tvm.tirx.Select(a < _f(_TANH_SMALL), small, large), x)
+    return tirx.copysign(tirx.Select(a < _f(_TANH_SMALL), small, large), x)
 
 
 def log(x):
     """``log`` of a float32 expression."""
-    import tvm
     from tvm import tirx
 
     denormal = x < _f(2.0 ** -126)
-    scaled = tvm.tirx.Select(denormal, x * _f(2.0 ** 23), x)
+    scaled = tirx.Select(denormal, x * _f(2.0 ** 23), x)
     bits = tirx.reinterpret("int32", scaled)
     # scaled = m 2^e with m in [0.5, 1), then m in [sqrt(1/2), sqrt(2)) and f = m - 1
-    e = tirx.shift_right(bits, _i(23)) - tvm.tirx.Select(denormal, _i(126 + 23), _i(126))
+    e = tirx.shift_right(bits, _i(23)) - tirx.Select(denormal, _i(126 + 23), _i(126))
     m = tirx.reinterpret("float32", tirx.bitwise_or(tirx.bitwise_and(bits, _i(0x007FFFFF)), _i(0x3F000000)))
     below = m < _f(0.707106781186547524)
-    f = tvm.tirx.Select(below, m + m, m) - _f(1.0)
-    fe = (e - tvm.tirx.Select(below, _i(1), _i(0))).astype("float32")
+    f = tirx.Select(below, m + m, m) - _f(1.0)
+    fe = (e - tirx.Select(below, _i(1), _i(0))).astype("float32")
     z = f * f
     y = f * z * _horner(_LOG_P, f) + fe * _f(_LN2_LO) - _f(0.5) * z
     result = f + y + fe * _f(_LN2_HI)
     infinity = _bits(0x7F800000)
-    special = tvm.tirx.Select(x == _f(0.0), -infinity, tvm.tirx.Select(x == infinity, x, _bits(0x7FC00000)))
-    return tvm.tirx.Select(tirx.all(x > _f(0.0), x < infinity), result, special)
+    special = tirx.Select(x == _f(0.0), -infinity, tirx.Select(x == infinity, x, _bits(0x7FC00000)))
+    return tirx.Select(tirx.all(x > _f(0.0), x < infinity), result, special)
 
 
 _FORMULAS = {"tirx.exp": exp, "tirx.sigmoid": sigmoid, "tirx.tanh": tanh, "tirx.log": log}
