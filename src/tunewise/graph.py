@@ -28,7 +28,9 @@ negative axes of the operators that Relax's ``ConvertLayout`` cannot remap (it f
 ``maximum`` and ``minimum``. It keeps transposed convolutions in NCHW (NCW) data and IOHW (IOW) weights, the
 only layouts ``LegalizeOps`` lowers them in (TOPI has no channels-last transposed convolution), with
 transposes around them; resizes and pools take the channels-last layout. From ``fold-bn`` on, a last step
-writes ``erf`` and GELU with an ``erf`` that vectorises (:func:`vectorisable_erf`).
+writes ``erf`` and GELU with an ``erf`` that vectorises (:func:`vectorisable_erf`). On a CPU, lowering
+writes ``exp``, ``sigmoid``, ``tanh`` and ``log`` in the TIR functions in arithmetic that vectorises too, at
+every level (:func:`tir_rewrites`).
 
 Every function of the optimised module compiles: :func:`optimize` lowers it as extraction does and looks for
 operators left that the VM cannot run (:func:`cannot_compile`). A step that fails on a function, or leaves in
@@ -444,13 +446,22 @@ def _includes(level: str, lower: str) -> bool:
 
 def lower(mod, target, level: str):
     """``mod`` after :func:`fusion_passes`: one TIR function per tunable operator (with its weights marked
-    layout-free at a level that :func:`prepacks`)."""
+    layout-free at a level that :func:`prepacks`), then :func:`tir_rewrites`."""
     import tvm
     from tvm import relax
 
     extra = [relax.transform.AttachAttrLayoutFreeBuffers()] if prepacks(level) else []
     with target, tvm.transform.PassContext(opt_level=3):
-        return tvm.transform.Sequential([*fusion_passes(target), *extra])(mod)
+        return tvm.transform.Sequential([*fusion_passes(target), *extra, *tir_rewrites(target)])(mod)
+
+
+def tir_rewrites(target) -> list:
+    """The passes :func:`lower` ends with on the TIR functions for ``target``: on an LLVM (CPU) target, ``exp``,
+    ``sigmoid``, ``tanh`` and ``log`` written in arithmetic that LLVM vectorises
+    (:func:`tunewise.transcendentals.vectorisable_transcendentals`) where it would call libm per element."""
+    from tunewise import transcendentals
+
+    return [transcendentals.vectorisable_transcendentals()] if target.kind.name == "llvm" else []
 
 
 def compile_pipeline(target, level: str):

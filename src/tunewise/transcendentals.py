@@ -1,0 +1,152 @@
+"""``exp``, ``sigmoid``, ``tanh`` and ``log`` in plain TIR arithmetic, which LLVM vectorises.
+
+LLVM lowers TIR's ``exp``, ``log`` and ``tanh`` (and ``sigmoid``, which TVM writes with ``exp``) to one scalar
+libm call per element, even in a vectorised loop. :func:`vectorisable_transcendentals` rewrites every such
+call of a PrimFunc, on float32 and float16 (computed in float32), into range reduction and a polynomial
+(Cephes' ``expf``, ``logf``, ``tanhf``) with selects for the special values: floating-point operations,
+integer bit operations and selects only.
+
+Accuracy in float32, in ulps of the float32 at the true (float64) value, over a stride through every float32
+(``bench/transcendentals.py``): ``exp`` and ``log`` within 1 ulp, ``tanh`` within 1.5 ulps (relative to its
+value near 0 too), ``sigmoid`` within 2.5 ulps, denormal results included. NaN stays NaN; ``exp`` is inf above
+``log(FLT_MAX)``, goes through the denormals to 0 below, ``exp(-inf) = 0``; ``sigmoid(inf) = 1``,
+``sigmoid(-inf) = 0``, ``tanh(±inf) = ±1``, ``tanh(-0) = -0``; ``log(0) = -inf``, ``log(inf) = inf``, ``log`` of
+a negative number is NaN and of a denormal finite.
+"""
+
+from __future__ import annotations
+
+REWRITTEN = ("tirx.exp", "tirx.sigmoid", "tirx.tanh", "tirx.log")
+_DTYPES = ("float32", "float16")
+
+# Cephes expf: exp(r) = 1 + r + r^2 * P(r) on |r| <= ln(2)/2, after x = n ln2 + r with ln2 in two parts
+_EXP_P = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
+_LN2_HI, _LN2_LO = 0.693359375, -2.12194440e-4
+_LOG2E = 1.44269504088896341
+# exp's argument clamped: above the first it is inf, below the second 0 (it rounds to 0 below -103.97)
+_EXP_MAX, _EXP_MIN = 88.75, -104.0
+# Cephes logf: log(1 + f) = f - f^2 / 2 + f^3 * P(f) on sqrt(1/2) - 1 <= f < sqrt(2) - 1
+_LOG_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+          -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
+# Cephes tanhf: tanh(a) = a + a^3 * P(a^2) below 0.625, 1 - 2 / (exp(2a) + 1) above
+_TANH_P = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1)
+_TANH_SMALL = 0.625
+
+
+def _f(value: float):
+    import tvm
+
+    return tvm.tirx.const(value, "float32")
+
+
+def _i(value: int):
+    import tvm
+
+    return tvm.tirx.const(value, "int32")
+
+
+def _bits(pattern: int):
+    """The float32 whose bits are ``pattern`` (inf and NaN without a non-finite constant in the IR)."""
+    import tvm
+
+    return tvm.tirx.reinterpret("float32", _i(pattern))
+
+
+def _horner(coefficients, x):
+    result = _f(coefficients[0])
+    for c in coefficients[1:]:
+        result = result * x + _f(c)
+    return result
+
+
+def _power_of_two(n):
+    """2^n as a float32 for an int32 ``n`` in [-126, 127]."""
+    from tvm import tirx
+
+    return tirx.reinterpret("float32", tirx.shift_left(n + _i(127), _i(23)))
+
+
+def exp(x):
+    """``exp`` of a float32 expression."""
+    from tvm import tirx
+
+    clamped = tirx.max(tirx.min(x, _f(_EXP_MAX)), _f(_EXP_MIN))
+    n = tirx.floor(clamped * _f(_LOG2E) + _f(0.5))
+    r = clamped - n * _f(_LN2_HI) - n * _f(_LN2_LO)
+    y = _horner(_EXP_P, r) * (r * r) + r + _f(1.0)
+    k = n.astype("int32")
+    half = tirx.shift_right(k, _i(1))
+    # 2^k in two factors, each a normal float for k in [-150, 128]: one rounding into the denormals, inf above
+    result = y * _power_of_two(half) * _power_of_two(k - half)
+    return tirx.Select(tirx.isnan(x), x, result)
+
+
+def sigmoid(x):
+    """``1 / (1 + exp(-x))`` of a float32 expression, from ``e = exp(-|x|)``: ``1 / (1 + e)`` from 0 up,
+    ``e / (1 + e)`` below (where ``exp(-x)`` would overflow and the result is a denormal)."""
+    from tvm import tirx
+
+    e = exp(-tirx.abs(x))
+    return tirx.Select(x >= _f(0.0), _f(1.0), e) / (_f(1.0) + e)
+
+
+def tanh(x):
+    """``tanh`` of a float32 expression."""
+    from tvm import tirx
+
+    a = tirx.abs(x)
+    z = a * a
+    small = a + a * z * _horner(_TANH_P, z)
+    large = _f(1.0) - _f(2.0) / (exp(a + a) + _f(1.0))
+    return tirx.copysign(tirx.Select(a < _f(_TANH_SMALL), small, large), x)
+
+
+def log(x):
+    """``log`` of a float32 expression."""
+    from tvm import tirx
+
+    denormal = x < _f(2.0 ** -126)
+    scaled = tirx.Select(denormal, x * _f(2.0 ** 23), x)
+    bits = tirx.reinterpret("int32", scaled)
+    # scaled = m 2^e with m in [0.5, 1), then m in [sqrt(1/2), sqrt(2)) and f = m - 1
+    e = tirx.shift_right(bits, _i(23)) - tirx.Select(denormal, _i(126 + 23), _i(126))
+    m = tirx.reinterpret("float32", tirx.bitwise_or(tirx.bitwise_and(bits, _i(0x007FFFFF)), _i(0x3F000000)))
+    below = m < _f(0.707106781186547524)
+    f = tirx.Select(below, m + m, m) - _f(1.0)
+    fe = (e - tirx.Select(below, _i(1), _i(0))).astype("float32")
+    z = f * f
+    y = f * z * _horner(_LOG_P, f) + fe * _f(_LN2_LO) - _f(0.5) * z
+    result = f + y + fe * _f(_LN2_HI)
+    infinity = _bits(0x7F800000)
+    special = tirx.Select(x == _f(0.0), -infinity, tirx.Select(x == infinity, x, _bits(0x7FC00000)))
+    return tirx.Select(tirx.all(x > _f(0.0), x < infinity), result, special)
+
+
+_FORMULAS = {"tirx.exp": exp, "tirx.sigmoid": sigmoid, "tirx.tanh": tanh, "tirx.log": log}
+
+
+def rewrite(call):
+    """``call`` (a TIR call) in plain arithmetic where it calls one of :data:`REWRITTEN` on float32 or float16;
+    any other call as it is."""
+    import tvm
+
+    dtype = str(call.ty)
+    if not isinstance(call.op, tvm.ir.Op) or call.op.name not in _FORMULAS or dtype not in _DTYPES:
+        return call
+    x = call.args[0]
+    if dtype == "float32":
+        return _FORMULAS[call.op.name](x)
+    return _FORMULAS[call.op.name](x.astype("float32")).astype(dtype)
+
+
+def vectorisable_transcendentals():
+    """A PrimFunc pass replacing each call of :data:`REWRITTEN` on float32 or float16 by :func:`rewrite`'s
+    arithmetic; other functions and calls stay as they are."""
+    import tvm
+    import tvm_ffi
+
+    def transform(func, _mod, _ctx):
+        body = tvm_ffi.structural_map(func.body, (tvm.ir.expr.Call, rewrite))
+        return func if body.same_as(func.body) else func.with_body(body)
+
+    return tvm.tirx.transform.prim_func_pass(transform, opt_level=0, name="VectorisableTranscendentals")
