@@ -133,12 +133,12 @@ def backend(gm, example_inputs, *, options: Mapping | None = None, mode: str | N
                          "and an input or weight requires grad): call the model under torch.no_grad() or "
                          "torch.inference_mode()")
     reason = _eager_reason(placeholders, example_inputs)
-    weights = [i for i, node in enumerate(placeholders) if reason is None and _is_weight(node, example_inputs[i])]
-    users = [i for i in range(len(placeholders)) if i not in weights]
-    if reason is None and not users:
-        reason = "it takes no input but its weights"
     if reason is not None:
         return _eager(gm, reason)
+    weights = [i for i, node in enumerate(placeholders) if _is_weight(node, example_inputs[i])]
+    users = [i for i in range(len(placeholders)) if i not in weights]
+    if not users:
+        return _eager(gm, "it takes no inputs but weights")
     target = _target(chosen.target, example_inputs[users[0]].device)
     module = exportable(gm, {placeholders[i].name: example_inputs[i] for i in weights})
     inputs = tuple(example_inputs[i] for i in users)
@@ -149,8 +149,8 @@ def backend(gm, example_inputs, *, options: Mapping | None = None, mode: str | N
     except (ModelImportError, ImportMismatchError) as err:
         return _eager(gm, str(err))
     outputs = gm.graph.output_node().args[0]
-    return CompiledGraph(compiled, users, {i: example_inputs[i] for i in weights},
-                         form=type(outputs) if isinstance(outputs, (tuple, list)) else None)
+    form = list if isinstance(outputs, list) else tuple if isinstance(outputs, tuple) else None
+    return CompiledGraph(compiled, users, {i: example_inputs[i] for i in weights}, form=form)
 
 
 def _eager_reason(placeholders, example_inputs) -> str | None:
