@@ -138,3 +138,88 @@ def test_float64_and_narrower_ints_are_converted_where_no_value_changes(tiny_mlp
         compiled(np.full(x.shape, 1e300))
     loaded, ids, reference = tiny_gpt_artifact
     np.testing.assert_allclose(loaded(ids.astype(np.int32))[0], reference, rtol=1e-4, atol=1e-5)
+
+
+class _Seen:
+    """Wraps a compiled model's VM call, keeping the arguments it got and the tensors it returned."""
+
+    def __init__(self, compiled):
+        self.run, self.arguments, self.outputs = compiled._run, [], []
+        compiled._run = self
+
+    def __call__(self, arguments):
+        self.arguments, self.outputs = arguments, self.run(arguments)
+        return self.outputs
+
+
+@pytest.fixture(scope="module")
+def mlp_artifact(tiny_mlp, tmp_path_factory):
+    """tiny-mlp compiled untuned, saved with its metadata and loaded back."""
+    path = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target, compiler.io_metadata(
+        tiny_mlp.inputs, tiny_mlp.reference_outputs, tiny_mlp.mod)).save(str(tmp_path_factory.mktemp("mlp") / "a"))
+    return compiler.load(path)
+
+
+def test_numpy_arrays_in_give_numpy_arrays_out_sharing_the_vms_memory(tiny_mlp, mlp_artifact):
+    seen, x = _Seen(mlp_artifact), tiny_mlp.inputs[0]
+    aligned = np.empty(x.size + 16, dtype=x.dtype)
+    start = (-aligned.ctypes.data % compiler.ALIGNMENT) // x.itemsize
+    aligned = aligned[start:start + x.size].reshape(x.shape)
+    aligned[...] = x
+    (y,) = mlp_artifact(aligned)
+    assert isinstance(y, np.ndarray)
+    np.testing.assert_allclose(y, tiny_mlp.reference_outputs[0], rtol=1e-5, atol=1e-5)
+    assert seen.arguments[0].data_ptr() == aligned.ctypes.data  # read in place
+    assert y.ctypes.data == seen.outputs[0].data_ptr()  # the VM's output itself
+    kept = y.copy()
+    mlp_artifact(aligned * 2)
+    np.testing.assert_array_equal(y, kept)  # a later call writes elsewhere
+    misaligned = np.empty(x.size + 1, dtype=x.dtype)[1:].reshape(x.shape)
+    misaligned[...] = x
+    np.testing.assert_array_equal(mlp_artifact(misaligned)[0], kept)  # copied first: TVM's kernels assume alignment
+    assert seen.arguments[0].data_ptr() != misaligned.ctypes.data
+    read_only = aligned.copy()
+    read_only.flags.writeable = False
+    np.testing.assert_array_equal(mlp_artifact(read_only)[0], kept)
+
+
+def test_torch_tensors_in_give_torch_tensors_out_through_dlpack_without_copies(tiny_mlp, mlp_artifact):
+    import torch
+
+    seen = _Seen(mlp_artifact)
+    x = torch.from_numpy(tiny_mlp.inputs[0]).clone()  # torch allocates aligned to 64 bytes
+    assert x.data_ptr() % compiler.ALIGNMENT == 0
+    (y,) = mlp_artifact(x)
+    assert isinstance(y, torch.Tensor) and y.device.type == "cpu"
+    torch.testing.assert_close(y, torch.from_numpy(tiny_mlp.reference_outputs[0]), rtol=1e-5, atol=1e-5)
+    assert seen.arguments[0].data_ptr() == x.data_ptr()
+    assert y.data_ptr() == seen.outputs[0].data_ptr()
+    wide = torch.zeros(x.shape[0], x.shape[1] + 1)
+    wide[:, 1:] = x
+    strided = wide[:, 1:]  # neither contiguous nor aligned: copied
+    torch.testing.assert_close(mlp_artifact(strided)[0], y)
+    torch.testing.assert_close(mlp_artifact(x.double())[0], y)  # float64 converted, as for numpy
+    grad = x.clone().requires_grad_()
+    torch.testing.assert_close(mlp_artifact(grad)[0], y)
+    with pytest.raises(ModelInputError, match=r"^input 'x' must have shape \(1, 64\), got \(2, 64\)$"):
+        mlp_artifact(torch.zeros(2, 64))
+    with pytest.raises(ModelInputError, match="input 0 is bfloat16"):
+        mlp_artifact(x.bfloat16())
+
+
+@pytest.mark.gpu
+def test_cuda_tensors_in_give_cuda_tensors_out_without_copies(gpu_target):
+    import torch
+
+    model = tasks.extract(frontend.load("tiny-mlp"), gpu_target)
+    compiled = compiler.CompiledModel(compiler.build(model), gpu_target,
+                                      compiler.io_metadata(model.inputs, model.reference_outputs, model.mod))
+    seen = _Seen(compiled)
+    x = torch.from_numpy(model.inputs[0]).cuda()
+    (y,) = compiled(x)
+    assert y.device == x.device
+    torch.testing.assert_close(y.cpu(), torch.from_numpy(model.reference_outputs[0]), rtol=1e-4, atol=1e-4)
+    assert seen.arguments[0].data_ptr() == x.data_ptr() and y.data_ptr() == seen.outputs[0].data_ptr()
+    with pytest.raises(ModelInputError, match="input 0 is cpu"):
+        compiled(x.cpu())
+    np.testing.assert_allclose(compiled(model.inputs[0])[0], model.reference_outputs[0], rtol=1e-4, atol=1e-4)

@@ -16,6 +16,7 @@ import math
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import weakref
 from dataclasses import dataclass
@@ -23,7 +24,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from tunewise import artifact, kernel_checks, logs, signature, tvm_env
-from tunewise.errors import ImportMismatchError, InputError, TargetError, VerificationError, message_line
+from tunewise.errors import (
+    ImportMismatchError,
+    InputError,
+    ModelInputError,
+    TargetError,
+    VerificationError,
+    message_line,
+)
 from tunewise.target import check_runnable
 
 METADATA = artifact.METADATA
@@ -97,7 +105,7 @@ class Latency:
 
 
 class CompiledModel:
-    """A compiled model on its device: call it with numpy arrays, time it, save it."""
+    """A compiled model on its device: call it with numpy arrays or torch tensors, time it, save it."""
 
     def __init__(self, executable, target, metadata: dict | None = None, *, library: str | None = None):
         import tvm
@@ -111,18 +119,36 @@ class CompiledModel:
         tvm_env.use_target_threads(target)
         self.vm = relax.VirtualMachine(executable, self.device)
 
-    def _to_device(self, inputs):
-        import tvm
+    def _to_device(self, inputs) -> list:
+        """``inputs`` checked against the metadata (:func:`tunewise.signature.prepare`) as the VM's arguments."""
+        if self.device.dlpack_device_type() != _CPU and _holds_torch(inputs):
+            return [_tvm_tensor(x, self.device) for x in _device_tensors(self.metadata.get("inputs"), inputs,
+                                                                         self.device)]
+        arrays = signature.prepare(self.metadata.get("inputs"), [_host_array(x, i) for i, x in enumerate(inputs)])
+        return [_tvm_tensor(x, self.device) for x in arrays]
 
-        arrays = signature.prepare(self.metadata.get("inputs"), inputs)
-        return [tvm.runtime.tensor(x, self.device) for x in arrays]
+    def __call__(self, *inputs):
+        """The outputs for ``inputs``, numpy arrays or torch tensors: torch tensors (on the model's device) when
+        some input is one, numpy arrays otherwise. The inputs are first checked against the metadata's
+        ``"inputs"`` (number, shapes, dtypes, index ranges; :func:`tunewise.signature.prepare`): a bad input
+        raises :class:`~tunewise.errors.ModelInputError` instead of reaching the kernels.
 
-    def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
-        """The outputs for ``inputs``, which are first checked against the metadata's ``"inputs"`` (number,
-        shapes, dtypes, index ranges; :func:`tunewise.signature.prepare`): a bad input raises
-        :class:`~tunewise.errors.ModelInputError` instead of reaching the kernels."""
-        out = self.vm["main"](*self._to_device(inputs))
-        return _flatten(out)
+        Tensors go in and out through DLPack: an input on the model's device that is contiguous and aligned to
+        :data:`ALIGNMENT` bytes (what TVM's kernels assume) and needs no dtype conversion is read where it
+        lies, any other is copied first; an output shares the memory the VM wrote it in (copied only for a
+        numpy array of a GPU model). A torch tensor on another device than the model's is refused. On a GPU
+        the kernels run on the device's default stream."""
+        leaves = self._run(self._to_device(inputs))
+        if _holds_torch(inputs):
+            import torch
+
+            return tuple(torch.from_dlpack(y) for y in leaves)
+        cpu = self.device.dlpack_device_type() == _CPU
+        return tuple(np.from_dlpack(y) if cpu else y.numpy() for y in leaves)
+
+    def _run(self, arguments: list) -> list:
+        """The VM's output tensors for its ``arguments`` (TVM tensors on the model's device)."""
+        return _leaves(self.vm["main"](*arguments))
 
     def time(self, *inputs: np.ndarray, repeat: int = 10, min_repeat_ms: int = 200) -> Latency:
         """Latency of one call, from ``repeat`` repeats of at least ``min_repeat_ms`` each (after a warm-up);
@@ -165,13 +191,86 @@ def _jsonable(value):
     return str(value)
 
 
-def _flatten(out) -> tuple[np.ndarray, ...]:
-    if hasattr(out, "numpy"):
-        return (out.numpy(),)
-    flat: list[np.ndarray] = []
-    for item in out:
-        flat.extend(_flatten(item))
-    return tuple(flat)
+def _leaves(out) -> list:
+    """The tensors of a VM result (a tensor, or nested tuples of them), in order."""
+    if hasattr(out, "data_ptr"):
+        return [out]
+    return [leaf for item in out for leaf in _leaves(item)]
+
+
+ALIGNMENT = 64
+"""Bytes an input's data must be aligned to for the VM to read it in place: TVM's allocation alignment, which its
+kernels assume of every argument."""
+
+
+_CPU = 1  # DLPack's device type of the CPU (kDLCPU)
+
+
+def _holds_torch(inputs) -> bool:
+    """Whether some input is a torch tensor (torch is not imported for the question)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and any(isinstance(x, torch.Tensor) for x in inputs)
+
+
+def _host_array(x, index: int):
+    """Input ``x`` as a numpy array: a CPU torch tensor as a view of its memory (no copy)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(x, torch.Tensor):
+        return x
+    if x.device.type != "cpu":
+        raise ModelInputError(f"input {index} is on {x.device}; the model runs on the CPU")
+    try:
+        return x.detach().resolve_conj().resolve_neg().numpy()
+    except TypeError:  # a dtype numpy has not (bfloat16)
+        raise ModelInputError(f"input {index} is {str(x.dtype).removeprefix('torch.')}, which the model does not "
+                              "take") from None
+
+
+def _device_tensors(specs: list[dict] | None, inputs, device) -> list:
+    """Torch tensors on the GPU ``device`` (TVM's), checked against ``specs`` as
+    :func:`tunewise.signature.prepare` checks arrays, without copying them to the host."""
+    import torch
+
+    if specs is not None and len(inputs) != len(specs):
+        raise ModelInputError(f"the model takes {len(specs)} input(s), got {len(inputs)}")
+    checked = []
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor) or x.device.type != "cuda" or x.device.index != device.index:
+            where = x.device if isinstance(x, torch.Tensor) else f"a host {type(x).__name__}"
+            raise ModelInputError(f"input {i} is {where}; the model takes torch tensors on cuda:{device.index}")
+        x = x.detach()
+        if specs is not None:
+            spec = specs[i]
+            if list(x.shape) != list(spec["shape"]):
+                raise ModelInputError(f"input {i} must have shape {tuple(spec['shape'])}, got {tuple(x.shape)}")
+            want = getattr(torch, spec["dtype"])
+            if x.dtype != want:
+                if not (x.dtype.is_floating_point and want.is_floating_point):
+                    raise ModelInputError(f"input {i} must be {spec['dtype']}, got {x.dtype}")
+                x = x.to(want)
+            if "index_range" in spec and x.numel():
+                low, high = spec["index_range"]
+                smallest, largest = (int(v) for v in torch.aminmax(x))
+                if smallest < low or largest >= high:
+                    raise ModelInputError(f"input {i} holds indices in [{smallest}, {largest}]; its values must lie "
+                                          f"in [{low}, {high}) (it indexes a table of {high} rows)")
+        checked.append(x)
+    return checked
+
+
+def _tvm_tensor(x, device):
+    """``x`` (a numpy array or a torch tensor on ``device``) as a VM argument: its own memory through DLPack where
+    that is contiguous, aligned to :data:`ALIGNMENT` and writable, else a copy."""
+    import tvm
+    import tvm_ffi
+
+    if isinstance(x, np.ndarray):
+        in_place = x.flags.c_contiguous and x.flags.writeable and x.ctypes.data % ALIGNMENT == 0
+        if not in_place or device.dlpack_device_type() != _CPU:
+            return tvm.runtime.tensor(x, device)
+    elif not x.is_contiguous() or x.data_ptr() % ALIGNMENT:
+        x = x.clone(memory_format=sys.modules["torch"].contiguous_format)  # freshly allocated: aligned
+    return tvm_ffi.from_dlpack(x, require_alignment=ALIGNMENT, require_contiguous=True)
 
 
 @logs.quiet("load")
