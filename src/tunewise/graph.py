@@ -444,11 +444,16 @@ def _includes(level: str, lower: str) -> bool:
 
 def lower(mod, target, level: str):
     """``mod`` after :func:`fusion_passes`: one TIR function per tunable operator (with its weights marked
-    layout-free at a level that :func:`prepacks`)."""
+    layout-free at a level that :func:`prepacks`); above level ``none``, the concatenations whose inputs can be
+    written in place so written, their kernels gone (:func:`tunewise.concat.in_place`)."""
     import tvm
     from tvm import relax
 
+    from tunewise import concat
+
     extra = [relax.transform.AttachAttrLayoutFreeBuffers()] if prepacks(level) else []
+    if _includes(level, "decompose"):  # after the layout-free marks, which the rewritten producers keep
+        extra.append(concat.in_place())
     with target, tvm.transform.PassContext(opt_level=3):
         return tvm.transform.Sequential([*fusion_passes(target), *extra])(mod)
 
