@@ -16,12 +16,13 @@ pytestmark = pytest.mark.tvm
 
 
 class _Fires(nn.Module):
-    """Two fire modules and a 1x1 convolution: two channel concatenations, each of two convolutions."""
+    """Two fire modules and a 1x1 convolution: two channel concatenations, each of two convolutions (the second
+    fire's 3x3 one a Winograd convolution at the default level)."""
 
     def __init__(self):
         super().__init__()
-        self.fires = nn.Sequential(_Fire(8, 4, 16), _Fire(32, 6, 16))
-        self.head = nn.Conv2d(32, 8, 1)
+        self.fires = nn.Sequential(_Fire(8, 4, 16), _Fire(32, 32, 32))
+        self.head = nn.Conv2d(64, 8, 1)
 
     def forward(self, x):
         return self.head(self.fires(x))
@@ -42,7 +43,7 @@ class _Dense(nn.Module):
 @pytest.fixture(scope="module")
 def fires():
     torch.manual_seed(0)
-    return frontend.from_torch(_Fires(), (torch.randn(1, 8, 10, 10),), name="fires")
+    return frontend.from_torch(_Fires(), (torch.randn(1, 8, 16, 16),), name="fires")
 
 
 def _calls(mod, op: str) -> list:
@@ -76,14 +77,18 @@ def test_write_into_writes_its_slice_and_nothing_else():
     np.testing.assert_array_equal(out.numpy(), expected)
 
 
-def test_fire_modules_compile_without_concatenation_kernels(fires, host_target):
+def test_fire_modules_compile_without_concatenation_kernels(fires, host_target, logged):
+    fallbacks = logged("tunewise.graph")
     plain = graph.lower(graph.optimize(fires.mod, host_target, "none"), host_target, "none")
     assert _concatenations(plain) == 2  # what FuseTIR leaves at level none: the copies
     model = tasks.extract(fires, host_target)
     lowered = graph.lower(model.mod, host_target, model.level)
     assert _concatenations(lowered) == 0
     assert len(_calls(lowered, "relax.call_tir_inplace")) == 2  # each fire's second expand writes into the first's
-    assert sum(t.name.endswith("_slice") for t in model.tasks) == 4  # all four expand convolutions are tasks
+    names = [t.name for t in model.tasks]
+    assert sum(n.endswith("_slice") for n in names) == 4  # all four expand convolutions are tasks
+    assert any("winograd" in n and n.endswith("_slice") for n in names)
+    assert fallbacks == []  # no step fell back for the rewriting
     compiled = compiler.CompiledModel(compiler.build(model), host_target)
     assert compiler.verify(compiled, model.inputs, model.reference_outputs) < 1e-4
 

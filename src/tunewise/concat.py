@@ -4,15 +4,22 @@ After fusion a concatenation is a kernel of its own that copies its inputs into 
 concatenation of channels-last data copies every element once more). :func:`in_place` removes that kernel where at
 least one input is the only use of the only output of a TIR call in the same dataflow block (a fused convolution
 with its bias and activation): each such producer is rewritten to take the whole concatenated tensor as its output
-and write its slice of it (:func:`write_into`), the other inputs are copied into their slices, the first part
-allocates the tensor (``call_tir``) and each next part writes into the tensor the part before it returned
-(``call_tir_inplace``). A rewritten producer is a TIR workload of its own, tuned like any other.
+and write its slice of it (:func:`write_into`; one that fails to is copied, with a warning), the other inputs are
+copied into their slices, the first part allocates the tensor (``call_tir``) and each next part writes into the
+tensor the part before it returned (``call_tir_inplace``). A rewritten producer is a TIR workload of its own,
+tuned like any other.
 
 MetaSchedule's task extraction sees ``call_tir`` calls only: :func:`extractable` is the module to extract from,
 each in-place call written as the ``call_tir`` of the same function.
 """
 
 from __future__ import annotations
+
+import logging
+
+from tunewise.errors import message_line
+
+_log = logging.getLogger(__name__)
 
 
 def in_place():
@@ -29,7 +36,13 @@ def in_place():
         def part(gv, total: int, offset: int, axis: int):
             key = (gv, total, offset, axis)
             if key not in made:
-                made[key] = builder.add_func(write_into(mod[gv], total, offset, axis), f"{gv.name_hint}_slice")
+                try:
+                    func = write_into(mod[gv], total, offset, axis)
+                except Exception as err:  # TVM raises its C++ failures as several error types
+                    _log.warning("%s stays a copy into a concatenation: rewriting it failed (%s)", gv.name_hint,
+                                 message_line(err))
+                    func = None
+                made[key] = None if func is None else builder.add_func(func, f"{gv.name_hint}_slice")
             return made[key]
 
         def copy(ty, total: int, offset: int, axis: int):
@@ -136,7 +149,7 @@ def write_into(func, total: int, offset: int, axis: int):
     body = tvm_ffi.structural_map(func.body, [(tirx.BufferStore, store), (tvm.ir.TensorLoad, load),
                                               (tvm.ir.TensorRegion, region)])
     left: list = []
-    tvm_ffi.structural_walk(body, lambda node: left.append(node) if node.same_as(out) else None)
+    tvm_ffi.structural_walk(body, [(tvm.ir.Var, lambda var: left.append(var) if var.same_as(out) else None)])
     return None if left else tirx.PrimFunc([*func.params[:-1], whole], body, attrs=func.attrs)
 
 
