@@ -446,11 +446,18 @@ def _includes(level: str, lower: str) -> bool:
 
 def lower(mod, target, level: str):
     """``mod`` after :func:`fusion_passes`: one TIR function per tunable operator (with its weights marked
-    layout-free at a level that :func:`prepacks`), then :func:`tir_rewrites`."""
+    layout-free at a level that :func:`prepacks`); on a CPU above level ``none``, the concatenations whose inputs
+    can be written in place so written, their kernels gone (:func:`tunewise.concat.in_place`; not yet checked
+    on a GPU's default schedules); then :func:`tir_rewrites`."""
     import tvm
     from tvm import relax
 
+    from tunewise import concat
+    from tunewise.target import is_gpu
+
     extra = [relax.transform.AttachAttrLayoutFreeBuffers()] if prepacks(level) else []
+    if _includes(level, "decompose") and not is_gpu(target):  # after the layout-free marks, which it keeps
+        extra.append(concat.in_place())
     with target, tvm.transform.PassContext(opt_level=3):
         return tvm.transform.Sequential([*fusion_passes(target), *extra, *tir_rewrites(target)])(mod)
 

@@ -12,7 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from tunewise import graph
+from tunewise import concat, graph
 from tunewise.estimate import model_latency
 
 
@@ -106,7 +106,7 @@ def extract(imported, target, *, level: str | None = None, measurer=None) -> Ext
 
     level = graph.default_level(target) if level is None else level
     mod, lowered = graph.optimize_and_lower(imported.mod, target, level)
-    extracted = [t for t in ms.relax_integration.extract_tasks(lowered, target)
+    extracted = [t for t in ms.relax_integration.extract_tasks(concat.extractable(lowered), target)
                  if not t.dispatched[0].attrs or not t.dispatched[0].attrs.get("tirx.is_scheduled", False)]
     task_mods = tuple(t.dispatched[0] for t in extracted)
     tasks = tuple(Task(t.task_name, f"{structural_hash(m) & (2**64 - 1):016x}", int(t.weight), _flops(m), math.inf)
