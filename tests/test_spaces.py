@@ -1,5 +1,6 @@
-"""CPU design spaces against real TVM: the padding of a thin convolution is inlined into it, and what is
-inlined computes what the padded copy did."""
+"""CPU design spaces against real TVM: the padding of a thin convolution is inlined into it in every design
+space, and what is inlined computes what the padded copy did; a deep convolution's padding is left to the
+search."""
 
 import numpy as np
 import pytest
@@ -65,7 +66,9 @@ def test_thin_convolutions_read_their_input_without_a_padded_copy(host_target, s
                                atol=1e-5)
 
 
-def test_a_deep_convolution_keeps_its_padded_copy(host_target):
+def test_a_deep_convolution_leaves_its_padding_to_the_search(host_target):
+    """MetaSchedule's own rules sample where the padding of a deep convolution is computed (inlined among the
+    places they may draw)."""
     mod = _convolution((1, 8, 8, 16), (3, 3, 16, 16), stride=1, groups=1)
     spaces = _spaces(mod, host_target)
-    assert spaces and all(_has_padding(s) for s in spaces)
+    assert spaces and all(any(inst.kind.name == "SampleComputeLocation" for inst in s.trace.insts) for s in spaces)

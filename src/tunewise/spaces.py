@@ -3,9 +3,10 @@ similarity that generates one.
 
 On a CPU, MetaSchedule's rules for the target (``llvm``), with one rule of ours before its inlining
 (:func:`inline_padding`): the padding of a thin convolution (a depthwise one, or a stem reading a few input
-channels) is inlined into it, where MetaSchedule's CPU inlining keeps every padding (it refuses a block with
-an ``if_then_else``) as a copy of the whole input, computed at one of the convolution's loops. With so little
-arithmetic per input element, that copy is a large part of the kernel: on MobileNetV2's 112x112x32 depthwise
+channels) is inlined into it in every schedule. MetaSchedule's CPU inlining refuses a block with an
+``if_then_else``, and its random compute location then draws where the padding is computed among the root,
+each of the tiled convolution's loops and inlining: most samples compute a padded copy of the input. With so
+little arithmetic per input element, that copy is a large part of the kernel: on MobileNetV2's 112x112x32 depthwise
 convolution, the same tiling ran about 1.6x as fast with the padding inlined as with it computed at its rows
 (AMD EPYC ``znver2``, side by side on a loaded host; ``bench/stem_depthwise.md``).
 
