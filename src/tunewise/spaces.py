@@ -64,7 +64,7 @@ def generator(mod, target):
 
 def stock_rules(mod, target) -> list:
     """MetaSchedule's own schedule rules for ``mod`` on ``target`` (a CPU): those its ``"from-target"`` picks
-    for the target's features (the VNNI tiling first where the CPU has it)."""
+    for the target's features (a VNNI tiling where the CPU has it)."""
     from tvm.s_tir import meta_schedule as ms
 
     context = ms.TuneContext(mod, target=target, space_generator=ms.space_generator.PostOrderApply(
@@ -120,9 +120,8 @@ def _inline_padding_rule():
             consumers = sch.get_consumers(block)
             if len(consumers) != 1 or not thin_convolution(sch.get(consumers[0])):
                 return [sch]
-            inlined = sch.copy()
-            inlined.compute_inline(block)
-            return [inlined]
+            sch.compute_inline(block)
+            return [sch]
 
         def clone(self):
             return InlinePaddingRule()
