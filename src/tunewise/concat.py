@@ -68,24 +68,6 @@ def in_place():
     return rewrite
 
 
-def extractable(mod):
-    """``mod`` (a lowered module) with each ``call_tir_inplace`` whose in-place arguments are its last ones written
-    as the ``call_tir`` of the same function without them: the same functions and call counts, for MetaSchedule's
-    task extraction, which sees ``call_tir`` only. Not a module to run."""
-    from tvm import relax
-
-    from tunewise.graph import rewriting_pass
-
-    def rewrite(_builder, call):
-        gv, args = call.args[0], list(call.args[1].fields)
-        indices = [int(i) for i in call.attrs.inplace_indices]
-        if indices != list(range(len(args) - len(indices), len(args))):
-            return None
-        return relax.call_tir(gv, relax.Tuple(args[:len(args) - len(indices)]), call.ty_args[0])
-
-    return rewriting_pass(("relax.call_tir_inplace",), rewrite, "InPlaceAsCallTIR")(mod)
-
-
 def concat_axis(func) -> int | None:
     """The axis that ``func`` (a TIR function) concatenates its inputs on, its last parameter the result, where it is
     exactly TOPI's concatenation of static shapes (as ``LegalizeOps`` writes ``concat``); else None."""

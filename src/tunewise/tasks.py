@@ -12,7 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from tunewise import concat, graph
+from tunewise import graph
 from tunewise.estimate import model_latency
 
 
@@ -93,6 +93,22 @@ def args_info(mod):
     return ArgInfo.from_entry_func(mod, remove_preproc=True)
 
 
+def _in_place_as_call_tir(mod):
+    """``mod`` (a lowered module) with each ``call_tir_inplace`` whose in-place arguments are its last ones written
+    as the ``call_tir`` of the same function without them: the same functions and call counts, for MetaSchedule's
+    task extraction, which sees ``call_tir`` only. Not a module to run."""
+    from tvm import relax
+
+    def rewrite(_builder, call):
+        gv, args = call.args[0], list(call.args[1].fields)
+        indices = [int(i) for i in call.attrs.inplace_indices]
+        if indices != list(range(len(args) - len(indices), len(args))):
+            return None
+        return relax.call_tir(gv, relax.Tuple(args[:len(args) - len(indices)]), call.ty_args[0])
+
+    return graph.rewriting_pass(("relax.call_tir_inplace",), rewrite, "InPlaceAsCallTIR")(mod)
+
+
 def extract(imported, target, *, level: str | None = None, measurer=None) -> ExtractedModel:
     """Optimise ``imported`` (a :class:`tunewise.frontend.ImportedModel`) at graph level ``level`` (``None``:
     the target's, :func:`tunewise.graph.default_level`) and extract its tasks.
@@ -106,7 +122,7 @@ def extract(imported, target, *, level: str | None = None, measurer=None) -> Ext
 
     level = graph.default_level(target) if level is None else level
     mod, lowered = graph.optimize_and_lower(imported.mod, target, level)
-    extracted = [t for t in ms.relax_integration.extract_tasks(concat.extractable(lowered), target)
+    extracted = [t for t in ms.relax_integration.extract_tasks(_in_place_as_call_tir(lowered), target)
                  if not t.dispatched[0].attrs or not t.dispatched[0].attrs.get("tirx.is_scheduled", False)]
     task_mods = tuple(t.dispatched[0] for t in extracted)
     tasks = tuple(Task(t.task_name, f"{structural_hash(m) & (2**64 - 1):016x}", int(t.weight), _flops(m), math.inf)
