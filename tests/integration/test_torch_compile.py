@@ -66,6 +66,16 @@ def test_the_default_folder_follows_the_cache_folder(monkeypatch, tmp_path):
     assert torch_compile.default_folder() == str(tmp_path / "xdg" / "tunewise" / "torch-compile")
 
 
+def _recording(made: list):
+    """The backend, each compiled graph it returns appended to ``made``."""
+
+    def spied(gm, example_inputs, **kwargs):
+        made.append(torch_compile.backend(gm, example_inputs, **kwargs))
+        return made[-1]
+
+    return spied
+
+
 @pytest.fixture(scope="module")
 def compiled_branching(tmp_path_factory):
     """``(options, compiled graphs, output, eager output)`` of :class:`graphs.Branching` compiled by the backend
@@ -75,11 +85,7 @@ def compiled_branching(tmp_path_factory):
     folder = tmp_path_factory.mktemp("torch-compile")
     options = {**TINY, "store": f"sqlite:///{folder}/tunewise.db", "output": str(folder / "artifacts")}
     made = []
-
-    def spied(gm, example_inputs, **kwargs):
-        made.append(torch_compile.backend(gm, example_inputs, **kwargs))
-        return made[-1]
-
+    spied = _recording(made)
     model, x = _graphs().branching()
     torch._dynamo.reset()
     with torch.no_grad():
@@ -112,11 +118,7 @@ def test_a_compiled_graph_is_loaded_from_its_artifact_and_checks_its_weights(com
 
     options, made, _, want = compiled_branching
     again = []
-
-    def spied(gm, example_inputs, **kwargs):
-        again.append(torch_compile.backend(gm, example_inputs, **kwargs))
-        return again[-1]
-
+    spied = _recording(again)
     model, x = _graphs().branching()
     torch._dynamo.reset()
     with contextlib.closing(stores.create(options["store"], read_only=True)) as store:
