@@ -44,3 +44,18 @@ def test_a_target_with_more_cores_than_this_process_may_use_is_refused():
 
 def test_device_type_is_not_the_target_kind():
     assert target.device_type(target.resolve(None)) == "cpu"
+
+
+@pytest.mark.parametrize("mcpu, expected", [("sapphirerapids", "amx"), ("znver4", "avx512-vnni"),
+                                            ("skylake-avx512", "avx512"), ("znver2", "avx2"),
+                                            ("core2", None)])
+def test_isa_class_follows_the_cpus_features(mcpu, expected):
+    import tvm
+
+    assert target.isa_class(tvm.target.Target({"kind": "llvm", "mcpu": mcpu})) == expected
+
+
+def test_isa_class_of_a_gpu_is_none():
+    import tvm
+
+    assert target.isa_class(tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})) is None

@@ -147,6 +147,29 @@ def resolve(spec=None):
     return target
 
 
+ISA_CLASSES = ("amx", "avx512-vnni", "avx512", "avx2")
+"""The CPU instruction-set classes knowledge is kept apart by (bundled records, pretrained cost models),
+richest first: records tuned for one class are used only on targets of that class."""
+
+
+def isa_class(target) -> str | None:
+    """The :data:`ISA_CLASSES` name of an llvm ``target`` (a ``tvm.target.Target``): ``"amx"`` with AMX tiles
+    for bfloat16, ``"avx512-vnni"`` with AVX-512 VNNI or BF16, ``"avx512"`` with AVX-512F, ``"avx2"`` with AVX2
+    and FMA; ``None`` for any other target (a GPU, a CPU without AVX2)."""
+    from tvm.target import codegen
+
+    if target.kind.name != "llvm":
+        return None
+    features = set(codegen.llvm_get_cpu_features(target))
+    if {"amx-tile", "amx-bf16"} <= features:
+        return "amx"
+    if "avx512f" in features:
+        return "avx512-vnni" if features & {"avx512vnni", "avx512bf16"} else "avx512"
+    if {"avx2", "fma"} <= features:
+        return "avx2"
+    return None
+
+
 def _architecture(triple: str) -> str:
     """The architecture a target triple names (``x86_64`` of ``x86_64-linux-gnu``; ``amd64`` as ``x86_64``)."""
     arch = triple.split("-", 1)[0]
