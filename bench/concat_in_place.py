@@ -15,32 +15,88 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 
 import provenance
 
 from tunewise import compile as compiler
-from tunewise import concat, frontend, prepare, session, stores, tasks, timing, tvm_env
+from tunewise import concat, frontend, prepare, session, spaces, stores, tasks, timing, tvm_env
 from tunewise import target as targets
 from tunewise.settings import RunSettings
 
-VARIANTS = ("copied", "in place")
+VARIANTS = ("copied", "in place", "padding inlined")
 
 
 @contextlib.contextmanager
 def variant(name: str):
-    """Lowering as variant ``name`` asks while inside: ``copied`` leaves every concatenation a kernel."""
-    if name == "in place":
-        yield
-        return
+    """Lowering and search as variant ``name`` asks while inside: ``copied`` leaves every concatenation a
+    kernel; ``padding inlined`` writes them in place and also inlines the padding of thin convolutions in every schedule
+    (:func:`padding_inlined`)."""
     import tvm
 
-    original = concat.in_place
-    concat.in_place = lambda: tvm.transform.module_pass(lambda mod, _ctx: mod, opt_level=0, name="Off")
+    original, generator = concat.in_place, spaces.generator
+    if name == "copied":
+        concat.in_place = lambda: tvm.transform.module_pass(lambda mod, _ctx: mod, opt_level=0, name="Off")
+    elif name == "padding inlined":
+        spaces.generator = padding_inlined(generator)
     try:
         yield
     finally:
-        concat.in_place = original
+        concat.in_place, spaces.generator = original, generator
+
+
+THIN_REDUCTION = 64  # the most multiply-adds per output of a convolution whose padding is inlined
+
+
+def padding_inlined(generator):
+    """``generator`` (:func:`tunewise.spaces.generator`) with a rule before MetaSchedule's inlining that
+    inlines a padding (a spatial block storing an ``if_then_else``) into its only consumer when that is a thin
+    convolution (a reduction over a window of at most :data:`THIN_REDUCTION` elements): MetaSchedule's own
+    inlining refuses such a block, so most of its schedules compute a padded copy of the input."""
+    import tvm
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
+
+    def is_padding(block) -> bool:
+        if any(int(v.iter_type) != 0 for v in block.iter_vars) or len(block.reads) != 1 or len(block.writes) != 1:
+            return False
+        store = block.body
+        op = getattr(getattr(store, "value", None), "op", None) if isinstance(store, tvm.tirx.BufferStore) else None
+        return getattr(op, "name", "").endswith(".if_then_else")
+
+    def is_thin(block) -> bool:
+        extents = [v.dom.extent for v in block.iter_vars if int(v.iter_type) == 2]
+        return (len(extents) >= 2 and len(block.reads) >= 2 and all(hasattr(e, "value") for e in extents)
+                and math.prod(int(e) for e in extents) <= THIN_REDUCTION)
+
+    @derived_object
+    class InlinePadding(PyScheduleRule):
+        def _initialize_with_tune_context(self, context) -> None:
+            pass
+
+        def apply(self, sch, block):
+            consumers = sch.get_consumers(block) if is_padding(sch.get(block)) else []
+            if len(consumers) == 1 and is_thin(sch.get(consumers[0])):
+                sch.compute_inline(block)
+            return [sch]
+
+        def clone(self):
+            return InlinePadding()
+
+    def with_rule(mod, target):
+        stock = generator(mod, target)
+        if targets.is_gpu(target):
+            return stock
+        context = ms.TuneContext(mod, target=target, space_generator=ms.space_generator.PostOrderApply(
+            sch_rules="from-target", postprocs="from-target", mutator_probs="from-target"))
+        rules = list(context.space_generator.sch_rules)
+        first = next((k for k, r in enumerate(rules) if type(r).__name__ == "AutoInline"), 0)
+        return ms.space_generator.PostOrderApply(sch_rules=[*rules[:first], InlinePadding(), *rules[first:]],
+                                                 postprocs="from-target", mutator_probs="from-target")
+
+    return with_rule
 
 
 def concatenation_share(model) -> float:
@@ -57,6 +113,7 @@ def main() -> None:
     parser.add_argument("--tune-seconds", type=float, default=0.0, help="tuning time per variant (0: untuned only)")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"some of {', '.join(VARIANTS)}")
     parser.add_argument("--out", default="bench/results/concat-in-place")
     args = parser.parse_args()
 
@@ -68,7 +125,7 @@ def main() -> None:
         for name in args.models.split(","):
             imported = frontend.load(name)
             compiled, row = [], {"model": name, "variants": {}}
-            for kind in VARIANTS:
+            for kind in args.variants.split(","):
                 with variant(kind):
                     model = tasks.extract(imported, target, measurer=measurer)
                     untuned, error = compiler.compile_checked(model)

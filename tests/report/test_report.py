@@ -113,9 +113,12 @@ def _many_tasks(tasks: int, runs: int):
 
 
 def _assert_readable(fig) -> None:
-    """Every axes draws something, and the figure fits a 1600 x 1200 screen at the report's 110 dpi."""
+    """Every axes draws something visible (a line of one point is drawn only by its marker), and the figure fits
+    a 1600 x 1200 screen at the report's 110 dpi."""
     for ax in fig.axes:
         assert ax.get_lines() or ax.patches or ax.collections, ax.get_title()
+        for line in ax.get_lines():
+            assert len(line.get_xdata()) > 1 or line.get_marker() not in (None, "None", ""), ax.get_title()
     width, height = fig.get_size_inches() * 110
     assert width <= 1600 and height <= 1200
 
@@ -142,6 +145,18 @@ def test_eight_task_panels_and_the_failures_fit_a_screen():
     summary = dataclasses.replace(summary, failures=3, tasks=(failing, *summary.tasks[1:]))
     fig = report.figure([summary])
     assert len(fig.axes) == 1 + 8 + 1 and fig.axes[-1].get_title() == "failed candidates (3 in all)"
+    _assert_readable(fig)
+
+
+def test_a_heavy_task_not_yet_tuned_gets_a_panel_that_says_so():
+    store = stores.create("sqlite://")
+    run = store.create_run("m", "cpu", "gradient", {})
+    w = store.commit_workload("0000000000000001", "W", lambda other: other == "W")
+    store.add_tasks(run, [StoredTask(0, "dense", w, 1, 1e6, 40e-3), StoredTask(1, "winograd", w, 1, 1e6, 56e-3)])
+    store.add_trials(run, [StoredTrial(w, _record(), (1e-3,), task=0, slot=0)], Checkpoint(0, 0, 1, 9.0, 9.0, 57e-3))
+    fig = report.figure([report.summarize(store, run)])
+    panel = next(ax for ax in fig.axes[1:] if "winograd" in ax.get_title())
+    assert [t.get_text() for t in panel.texts] == ["not tuned: its default schedule, 56 ms"]
     _assert_readable(fig)
 
 

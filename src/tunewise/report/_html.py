@@ -141,8 +141,9 @@ def task_figure(summary: RunSummary):
     heavy = heavy_tasks([summary])
     for k, t in enumerate(tasks):
         points = [(0, _ms(t.default_latency)), *((n, _ms(v)) for n, v in t.curve)]
+        label = task_label(t.index, t.name) + ("" if t.curve else " (not tuned)")
         fig.add_scatter(x=[n for n, _ in points], y=[v for _, v in points], mode="lines+markers", line_shape="hv",
-                        name=task_label(t.index, t.name), line_color=_color(k), marker_size=4, connectgaps=True,
+                        name=label, line_color=_color(k), marker_size=4, connectgaps=True,
                         visible=True if t.name in heavy else "legendonly",
                         hovertemplate=f"<b>{html.escape(t.name)}</b><br>task {t.index}, weight {t.weight}, "
                                       f"{100 * t.latency_share:.1f}% of the model latency<br>"

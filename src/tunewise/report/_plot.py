@@ -87,7 +87,12 @@ def _task_panel(ax, summaries: list[RunSummary], name: str) -> None:
     for i, task in found:
         points = [(n, v * 1e3) for n, v in ((0, task.default_latency), *task.curve) if math.isfinite(v)]
         if points:
-            ax.step(*zip(*points, strict=True), where="post", color=f"C{i}")
+            ax.step(*zip(*points, strict=True), where="post", color=f"C{i}", marker=".", markersize=4)
+    if not any(task.curve for _, task in found):
+        defaults = ", ".join(f"{t.default_latency * 1e3:.4g} ms" for _, t in found if math.isfinite(t.default_latency))
+        ax.text(0.5, 0.5, f"not tuned: its default schedule{', ' + defaults if defaults else ''}",
+                transform=ax.transAxes, ha="center", va="center", fontsize=7)
+        ax.set_xlim(-0.5, 1.5)
     share = max(t.latency_share for _, t in found)
     spent = ", ".join(f"{t.seconds:.0f} s" for _, t in found)
     ax.set_title(f"#{found[0][1].index} {short(name, 34)}\n{100 * share:.0f} % of the latency, {spent} of tuning",
