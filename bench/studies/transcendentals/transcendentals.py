@@ -3,7 +3,7 @@
 ::
 
     .venv/bin/python bench/studies/transcendentals/transcendentals.py \
-        --out bench/studies/transcendentals/results/transcendentals.json
+        --out bench/results/transcendentals.json
 
 Three parts, one JSON (with :mod:`provenance`):
 
@@ -200,7 +200,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--trials", type=int, default=32, help="MetaSchedule trials a task for the tuned probe")
     parser.add_argument("--parts", default="accuracy,loops,probe")
-    parser.add_argument("--out", default="bench/studies/transcendentals/results/transcendentals.json")
+    parser.add_argument("--out", default="bench/results/transcendentals.json")
     args = parser.parse_args()
     from tunewise import target as targets
 
