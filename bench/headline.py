@@ -44,7 +44,7 @@ each in the same round (:func:`delivered`). ``--out`` (default
 (:mod:`provenance`); it is written after every arm, and ``--resume`` makes only the arms it lacks; ``--arms`` runs
 only those named (``--arms tunewise``: our curve beside the references, with no stock run). ``--keep DIR``
 keeps each ``tunewise`` arm's store as ``DIR/MODEL-seedS.db``, to study its records afterwards
-(``bench/estimate_gap.py``).
+(``bench/studies/estimate/estimate_gap.py``).
 """
 
 from __future__ import annotations

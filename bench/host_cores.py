@@ -2,9 +2,9 @@
 
 On a 2-core virtual machine the two virtual CPUs can sit on cores that share a last-level cache (a line
 crosses in tens of nanoseconds) or on cores that do not (well over a hundred), and the hypervisor moves them
-while a benchmark runs (bench/README "MobileNetV2 on `znver4`"). A model whose kernels hand activations from
-one thread to the other runs up to 1.45x slower while the cores are far, so whole-model timings taken minutes
-apart are compared within one state. :class:`Probe` builds a small C program with ``cc`` (a thread pinned to
+while a benchmark runs (bench/studies/estimate/findings.md "MobileNetV2 on `znver4`"). A model whose kernels hand
+activations from one thread to the other runs up to 1.45x slower while the cores are far, so whole-model timings taken
+minutes apart are compared within one state. :class:`Probe` builds a small C program with ``cc`` (a thread pinned to
 CPU 0 and one pinned to CPU 1 passing a counter back and forth, 200,000 round trips) and runs it.
 """
 

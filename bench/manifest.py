@@ -1,25 +1,29 @@
-"""The manifest of ``bench/results/current/``, and the check that the READMEs cite exactly its files.
+"""The manifests of the result folders, and the check that the documents cite exactly their files.
 
 ::
 
-    .venv/bin/python bench/manifest.py          # writes bench/results/current/manifest.json, then checks
+    .venv/bin/python bench/manifest.py          # writes each result folder's manifest.json, then checks
     .venv/bin/python bench/manifest.py --check  # checks only (exit 1 on a stale manifest or a bad citation)
 
-One entry a result file: ``file``, ``command``, ``commit``, ``cpu``, ``gpu`` and ``date``, read from the file's
-``provenance`` entry (or the same keys at its top level); ``cpu`` gains the ``mcpu`` of the targets the file
-holds, ``gpu`` is its ``device`` (``None``: no GPU used). A figure takes the entry of the JSON file of its name.
-A field the file lacks keeps the value the manifest already records for it, else comes from git (the last
-commit that added or changed the file, marked so), else is ``"unknown"``: so the manifest regenerates the
-same on a clone without that history.
+A result folder is ``bench/results/current/`` (the headline benchmarks' results) or a study's
+``bench/studies/<question>/results/``. Each holds a ``manifest.json``, one entry a result file: ``file``,
+``command``, ``commit``, ``cpu``, ``gpu`` and ``date``, read from the file's ``provenance`` entry (or the same keys
+at its top level); ``cpu`` gains the ``mcpu`` of the targets the file holds, ``gpu`` is its ``device`` (``None``:
+no GPU used). A figure takes the entry of the JSON file of its name. A field the file lacks keeps the value the
+manifest already records for it, else comes from git (the last commit that added or changed the file, marked
+so), else is ``"unknown"``: so the manifest regenerates the same on a clone without that history.
 
-A citation is a ``bench/results/...`` path in README.md or bench/README.md (or ``results/...`` in the latter),
-a file or a file name without its extension (a benchmark's ``--out`` stem). Every citation must be a file of
-``current/`` listed in the manifest, and every file of ``current/`` must be cited.
+A document is README.md, a page of ``docs/``, a ``.md`` file of ``bench/`` or of a study's folder. A citation is
+a path in a document to a result folder or to a file in one, written from the repository root (``bench/...``)
+or from the document's folder (``results/...``, ``../../results/current/...``): a file, or a file name without
+its extension (a benchmark's ``--out`` stem). Every citation must be a file of a result folder, and every file
+of a result folder must be cited.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import re
@@ -28,15 +32,25 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CURRENT = "bench/results/current"
-MANIFEST = f"{CURRENT}/manifest.json"
-READMES = {"README.md": r"bench/results/", "bench/README.md": r"(?:bench/)?results/"}
+STUDIES = "bench/studies"
+MANIFEST = "manifest.json"
+DOCUMENTS = ("README.md", "docs/*.md", "bench/*.md", f"{STUDIES}/*/*.md")
 FIELDS = ("command", "commit", "cpu", "date")
+CITATION = re.compile(r"(?<![\w/.-])((?:\.\./|[\w.-]+/)*results/[\w./-]*\w)")
 
 
-def result_files(root: str = ROOT) -> list[str]:
-    """The files of ``current/`` but the manifest, as paths from the repository root."""
-    folder = os.path.join(root, CURRENT)
-    return sorted(f"{CURRENT}/{name}" for name in os.listdir(folder) if f"{CURRENT}/{name}" != MANIFEST)
+def folders(root: str = ROOT) -> list[str]:
+    """The result folders, as paths from the repository root."""
+    studies = sorted(os.path.relpath(path, root) for path in glob.glob(os.path.join(root, STUDIES, "*", "results")))
+    return [CURRENT] * os.path.isdir(os.path.join(root, CURRENT)) + studies
+
+
+def result_files(root: str = ROOT, folder: str | None = None) -> list[str]:
+    """The files of ``folder`` (of every result folder if None) but its manifest, as paths from the root."""
+    out = []
+    for name in [folder] if folder else folders(root):
+        out += sorted(f"{name}/{file}" for file in os.listdir(os.path.join(root, name)) if file != MANIFEST)
+    return out
 
 
 def committed(root: str, path: str) -> tuple[str, str] | None:
@@ -49,10 +63,10 @@ def committed(root: str, path: str) -> tuple[str, str] | None:
     return tuple(out.split("\t")) if out else None
 
 
-def recorded(root: str) -> dict[str, dict]:
-    """The entries the manifest now holds, by file (none where it is missing or unreadable)."""
+def recorded(root: str, folder: str) -> dict[str, dict]:
+    """The entries ``folder``'s manifest now holds, by file (none where it is missing or unreadable)."""
     try:
-        with open(os.path.join(root, MANIFEST)) as f:
+        with open(os.path.join(root, folder, MANIFEST)) as f:
             return {item["file"]: item for item in json.load(f)}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
@@ -86,41 +100,51 @@ def entry(root: str, path: str, known: dict | None = None) -> dict:
     return {"file": path, **{key: found.get(key, "unknown") for key in FIELDS}, "gpu": found.get("gpu")}
 
 
-def render(root: str = ROOT) -> str:
-    """The text of ``manifest.json`` for the files of ``root``'s ``current/``."""
-    known = recorded(root)
-    return json.dumps([entry(root, path, known.get(path)) for path in result_files(root)], indent=1) + "\n"
+def render(root: str = ROOT, folder: str = CURRENT) -> str:
+    """The text of ``folder``'s ``manifest.json`` for the files of ``root``'s ``folder``."""
+    known = recorded(root, folder)
+    return json.dumps([entry(root, path, known.get(path)) for path in result_files(root, folder)], indent=1) + "\n"
+
+
+def documents(root: str = ROOT) -> list[str]:
+    """The documents that may cite results, as paths from the repository root."""
+    return sorted({os.path.relpath(path, root) for pattern in DOCUMENTS for path in glob.glob(os.path.join(root,
+                                                                                                        pattern))})
 
 
 def citations(root: str = ROOT) -> dict[str, set[str]]:
-    """Each README's cited result paths, from the repository root."""
+    """Each document's cited result paths, from the repository root (paths outside ``bench/`` are not
+    citations: a user's ``--out results/...`` in README.md, say)."""
     cited = {}
-    for readme, prefix in READMES.items():
-        with open(os.path.join(root, readme)) as f:
-            text = f.read()
-        found = re.findall(rf"(?<![\w/]){prefix}([\w./-]*\w)", text)
-        cited[readme] = {"bench/results/" + path for path in found}
+    for document in documents(root):
+        with open(os.path.join(root, document)) as f:
+            found = CITATION.findall(f.read())
+        paths = {os.path.normpath(path if path.startswith("bench/") else
+                                  os.path.join(os.path.dirname(document), path)) for path in found}
+        cited[document] = {path for path in paths if path.startswith("bench/")}
     return cited
 
 
 def problems(root: str = ROOT) -> list[str]:
-    """What is wrong with the manifest and the citations; empty when nothing is."""
+    """What is wrong with the manifests and the citations; empty when nothing is."""
     out = []
-    try:
-        with open(os.path.join(root, MANIFEST)) as f:
-            if f.read() != render(root):
-                out.append(f"{MANIFEST} is stale: run bench/manifest.py")
-    except FileNotFoundError:
-        out.append(f"{MANIFEST} is missing: run bench/manifest.py")
+    for folder in folders(root):
+        try:
+            with open(os.path.join(root, folder, MANIFEST)) as f:
+                if f.read() != render(root, folder):
+                    out.append(f"{folder}/{MANIFEST} is stale: run bench/manifest.py")
+        except FileNotFoundError:
+            out.append(f"{folder}/{MANIFEST} is missing: run bench/manifest.py")
     files = result_files(root)
-    listed = files + [MANIFEST]
+    listed = files + [f"{folder}/{MANIFEST}" for folder in folders(root)]
     cited = citations(root)
-    for readme, paths in cited.items():
+    for document, paths in cited.items():
         for path in sorted(paths):
-            if path != CURRENT and not any(path == f or f.startswith(path + ".") for f in listed):
-                out.append(f"{readme} cites {path}, which is not a file of {CURRENT}")
+            folder = any(name == path or name.startswith(path + "/") for name in folders(root))
+            if not folder and not any(path == f or f.startswith(path + ".") for f in listed):
+                out.append(f"{document} cites {path}, which is not a file of a result folder")
     everything = set().union(*cited.values())
-    out += [f"{path} is cited by no README" for path in files
+    out += [f"{path} is cited by no document" for path in files
             if path not in everything and os.path.splitext(path)[0] not in everything]
     return out
 
@@ -130,8 +154,10 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="check only; write nothing")
     args = parser.parse_args()
     if not args.check:
-        with open(os.path.join(ROOT, MANIFEST), "w") as f:
-            f.write(render())
+        for folder in folders():
+            text = render(ROOT, folder)
+            with open(os.path.join(ROOT, folder, MANIFEST), "w") as f:
+                f.write(text)
     found = problems()
     for problem in found:
         print(problem, file=sys.stderr)

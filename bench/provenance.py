@@ -20,8 +20,13 @@ def commit() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     # the result files a benchmark rewrites as it goes are not changes to what made them
-    dirty = [line for line in status.splitlines() if not line[3:].startswith("bench/results/")]
+    dirty = [line for line in status.splitlines() if not _is_result(line[3:])]
     return head + (" (with uncommitted changes)" if dirty else "")
+
+
+def _is_result(path: str) -> bool:
+    """Whether ``path`` (from the repository root) lies in a result folder: ``bench/results/`` or a study's."""
+    return path.startswith("bench/results/") or (path.startswith("bench/studies/") and "/results/" in path)
 
 
 def cpu_model() -> str:

@@ -1,8 +1,8 @@
 """Benchmark: the latency of compiled artifacts, each timed in a fresh process, all of them in turn.
 
 On the 2-core VM a compiled model's latency depends on the process it lives in as much as on its
-schedules: in one ``bench/schedulers.py`` invocation two runs' models timed 5.87 and 6.68 ms in turn, and
-the same records compiled again in a new process timed 5.70 and 5.43 ms. So each round here starts one
+schedules: in one ``bench/studies/schedulers/schedulers.py`` invocation two runs' models timed 5.87 and 6.68 ms in turn,
+and the same records compiled again in a new process timed 5.70 and 5.43 ms. So each round here starts one
 Python process per artifact, in turn, that loads it, runs it ``--warmup`` times and reports the median of
 ``--repeat`` timed repeats (:meth:`tunewise.compile.CompiledModel.time`); an artifact's latency is its
 median over ``--rounds`` rounds. The inputs are the seeded example inputs of ``--model`` (a zoo name, or the

@@ -37,5 +37,6 @@ def test_a_fresh_process_measures_its_first_slot_within_seconds():
     done = subprocess.run([sys.executable, "-c", LAUNCH], capture_output=True, text=True, timeout=300, check=True)
     times = json.loads(done.stdout.strip().splitlines()[-1])
     assert list(times) == ["search", "build", "measure", "default latencies", "recorded"]
-    # about 9 s on an idle 2-core machine (ResNet-18: bench/startup.py); the bound leaves room for a busy one
+    # about 9 s on an idle 2-core machine (ResNet-18: bench/studies/checks/startup.py); the bound leaves room
+    # for a busy one
     assert times["default latencies"] < 40.0

@@ -4,17 +4,17 @@ checked against the reference, and timed in a fresh process, as the final artifa
 
 Timing the previous model again in the same rounds says how fast the machine runs now against then: on a
 2-core virtual machine whose CPUs the hypervisor moves between cores that share a cache and cores that do
-not, for seconds at a time, one process times the same model up to 1.45x slower than the next (bench/README
-"How far a whole-model check can be trusted"), while two models timed in turn move together. So a check
-reads its model's own time unless that is over :data:`SLOW_STRETCH` times the previous check's latency scaled by
-the two models' ratio in the same rounds (:func:`reading`): a check timed in a slow stretch reads what the model
-runs at when the machine is as fast as it was at the previous check, and one timed as fast reads its own time,
+not, for seconds at a time, one process times the same model up to 1.45x slower than the next
+(bench/studies/checks/findings.md "How far a whole-model check can be trusted"), while two models timed in turn move
+together. So a check reads its model's own time unless that is over :data:`SLOW_STRETCH` times the previous check's
+latency scaled by the two models' ratio in the same rounds (:func:`reading`): a check timed in a slow stretch reads what
+the model runs at when the machine is as fast as it was at the previous check, and one timed as fast reads its own time,
 so that the noise of one ratio is not carried from check to check.
 
 A check costs a compile of the model and a fresh timing process: 32-33 s on ResNet-18 after 64 trials on a
-2-core machine (``bench/check_cost.py``, ``bench/results/current/check-cost-resnet18.json``; a slow, barely tuned model
-takes longest to time). So it is made every :data:`DEFAULT_EVERY` seconds of tuning time by default, which
-keeps checks under 10 % of tuning time, and sooner once the latency estimate reaches the run's goal: stop
+2-core machine (``bench/studies/checks/check_cost.py``, ``bench/studies/checks/results/check-cost-resnet18.json``; a
+slow, barely tuned model takes longest to time). So it is made every :data:`DEFAULT_EVERY` seconds of tuning time by
+default, which keeps checks under 10 % of tuning time, and sooner once the latency estimate reaches the run's goal: stop
 rules (:mod:`tunewise.stoppers`) then decide from what the model measures, not from the estimate, and the
 estimate shown is brought to the compiled model (:func:`tunewise.estimate.calibrated_latency`).
 """
@@ -41,8 +41,8 @@ final records' model."""
 SLOW_STRETCH = 1.1
 """How much slower than the previous check's latency scaled by the two models' ratio a check's own time must be
 for the check to read the scaled latency instead (:func:`reading`). On a 2-core virtual machine the slow stretches
-time a convolutional network 1.15x-1.75x slower (bench/README "The tuned model against onnxruntime, one process
-after the other or taking turns"), while two models timed in turn keep their ratio within a few percent."""
+time a convolutional network 1.15x-1.75x slower (bench/studies/checks/findings.md "The tuned model against onnxruntime,
+one process after the other or taking turns"), while two models timed in turn keep their ratio within a few percent."""
 
 EPOCH = "epoch"
 """Check after every epoch instead: as many slots as there were live tasks when the epoch began (one slot per

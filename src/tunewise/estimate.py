@@ -6,9 +6,9 @@ adds :func:`task_latency` and the model takes :func:`model_latency`, the sum ove
 often each is called. Latencies in seconds; ``inf`` for a default that failed or a task never measured.
 
 Inside the compiled model the kernels run slower than tuning measures them (their weights come from memory,
-not the cache a back-to-back measurement keeps warm, and the glue between them runs too; bench/README "The
-estimate flatters"). A whole-model check (:mod:`tunewise.checks`) measures by how much: :func:`calibrated_latency`
-adds the gap the latest check measured to the estimate.
+not the cache a back-to-back measurement keeps warm, and the glue between them runs too;
+bench/studies/estimate/findings.md "The estimate flatters"). A whole-model check (:mod:`tunewise.checks`) measures by
+how much: :func:`calibrated_latency` adds the gap the latest check measured to the estimate.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def calibrated_latency(estimate: float, curve: Sequence[tuple[float, float]],
     A gap, not a ratio: what the kernels lose inside the model to weights read from memory, and what the glue
     between them takes, does not shrink as tuning makes the kernels faster. Predicting the compiled model at
     the end of ten 10-minute runs from a check 2 minutes before, the gap came within 1.1x in 6 and the ratio
-    in 3; the estimate alone in none (bench/README "The estimate in the model")."""
+    in 3; the estimate alone in none (bench/studies/estimate/findings.md "The estimate in the model")."""
     checks = [(at, latency) for at, latency in measured if math.isfinite(latency)]
     if not checks or not curve:
         return estimate

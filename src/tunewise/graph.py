@@ -18,8 +18,8 @@ At level ``winograd`` (``prepack`` plus this; CPU targets only), the 3x3 convolu
 their transformed weights folded into the constants: a quarter of the direct convolution's multiplications.
 
 The default level is the target's (:func:`default_level`): ``winograd`` on a CPU, where ResNet-18 tuned for
-10 minutes compiled to 0.72x its latency at ``prepack`` (``bench/README.md``; a model without such convolutions
-compiles as at ``prepack``, where pre-packed weights measured faster than channels-last ones alone in most
+10 minutes compiled to 0.72x its latency at ``prepack`` (``bench/studies/winograd/findings.md``; a model without such
+convolutions compiles as at ``prepack``, where pre-packed weights measured faster than channels-last ones alone in most
 comparisons), and ``nhwc`` on a GPU, whose search rules do not rewrite weight layouts.
 
 A level is a list of steps. The channels-last step runs only on a module with a 2-d convolution, after the

@@ -10,8 +10,8 @@ persistent worker process on this machine), so each trial gets its own run secon
 task's best latency so far before every candidate.
 
 With ``overlap=True`` a candidate is measured as soon as it is built while the rest of the batch is still
-building. It is off by default: on a 2-core machine (``bench/overlap.py``, 32 ResNet-18 conv candidates)
-overlapping made the measured latencies a median 177 % higher than building first (noise floor between
+building. It is off by default: on a 2-core machine (``bench/studies/pipeline/overlap.py``, 32 ResNet-18 conv
+candidates) overlapping made the measured latencies a median 177 % higher than building first (noise floor between
 two non-overlapped passes: 10 %) and saved only 7 % of the batch's wall time.
 """
 

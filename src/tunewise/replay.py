@@ -201,8 +201,8 @@ def replay(trace: Trace, scheduler, *, seed_index: int, trials_per_slot: int = 1
     from the start). One difference: under a time limit the session also shrinks or skips a slot that the
     durations of earlier slots say would overrun it (:class:`tunewise.timebudget.SlotPace`), where the replay
     runs it whole; the estimate at a budget is then the curve's last point at or before it (what
-    ``bench/short_budgets.py`` reads). With no budget at all, the run goes on until every recorded trial is
-    used.
+    ``bench/studies/schedulers/short_budgets.py`` reads). With no budget at all, the run goes on until every recorded
+    trial is used.
 
     The clock advances by the scheduler's decision time, then by the recorded costs of the slot's trials.
     The decision time is measured (``time.perf_counter`` around :meth:`~TaskScheduler.next`) unless

@@ -26,14 +26,14 @@ class TaskSearch:
     that moves on after one slot leaves nothing searched unused, where a fixed population of 512 for 64
     candidates costs 10-12 s of which a slot of 16 uses a quarter. MetaSchedule samples at least
     ``init_min_unmeasured`` random members for a search's first population: ``RANDOM_MEMBERS``, at most half
-    the population, so that a small slot's search costs what its population does (bench/README, "The
+    the population, so that a small slot's search costs what its population does (bench/studies/search/findings.md, "The
     population of a small slot's search").
 
     Each call evolves for ``GENERATIONS`` generations rather than MetaSchedule's four: a call costs about 60 %
     as much, and on MobileNetV2 a run made 1.3x the trials in the same time with an estimate no worse at equal
     trials, while on ResNet-18, where building and measuring dominate a slot, the estimate at equal trials was up to
-    10 % higher (bench/README, "Two generations a search call"). More generations refine the ranking by a cost
-    model that has seen little of the task, and a task's next slot searches again with what this one measured.
+    10 % higher (bench/studies/search/findings.md, "Two generations a search call"). More generations refine the ranking
+    by a cost model that has seen little of the task, and a task's next slot searches again with what this one measured.
     The search strategy and the (shared) cost model are told each slot's results at once. Waiting for a larger
     batch, as the stock loop does, would leave the cost model untrained all run long whenever tasks get few
     trials each (600 trials over ResNet-18's 22 tasks); MetaSchedule's XGBoost model retrains only once its data

@@ -13,8 +13,8 @@ seconds a call); the references then get as many. :func:`describe` says how, in 
 
 Taking turns makes the comparison hold where the machine does not: on a 2-core virtual machine whose two
 CPUs the hypervisor moves between cores that share a cache and cores that do not, for seconds at a time, one
-process times the same model up to 1.45x slower than the next (bench/README "How far a whole-model check can
-be trusted"). A compiled model's time over a reference's *in the same round*, a fraction of a second apart,
+process times the same model up to 1.45x slower than the next (bench/studies/checks/findings.md "How far a whole-model
+check can be trusted"). A compiled model's time over a reference's *in the same round*, a fraction of a second apart,
 moves far less: :attr:`SideBySide.ratios` is its median over the rounds.
 
 The references are what is cheap to run without the user's code: a zoo model is rebuilt in eager mode and

@@ -38,7 +38,8 @@ class CurveModel:
        every ``thin``-th kept. The paper ran 10 walkers for 500 steps from a tight ball (300 burn-in, thin
        10: 200 samples; pass those sizes to run as long); the defaults, 32 walkers for 200 steps (100
        burn-in, all 3200 kept), cost about a tenth of the paper's emcee run, and DynaTune replayed with
-       them on synthetic traces reaches the same model latencies as fast (``bench/dynatune_overhead.py``).
+       them on synthetic traces reaches the same model latencies as fast
+       (``bench/studies/schedulers/dynatune_overhead.py``).
 
     ``predict`` returns the mean and standard deviation over the samples of the curve (not of a noisy
     observation of it). With fewer points than the family has parameters plus one, or if the fit or the

@@ -13,7 +13,7 @@ from tunewise.forecast._result import END_LEVELS, Forecast
 from tunewise.state import Snapshot
 
 ALLOCATIONS = ("greedy", "recent")
-#: The defaults of :class:`Forecaster`'s spread, gain scale and stall, chosen by ``bench/forecast.py``.
+#: The defaults of :class:`Forecaster`'s spread, gain scale and stall, chosen by ``bench/studies/forecast/forecast.py``.
 SPREAD = 0.5
 GAIN_SCALE = 1.0
 STALL = 0.15
@@ -38,8 +38,9 @@ class Forecaster:
     sampled future's gain (its log latency drop from now) is also scaled by a lognormal factor
     ``gain_scale * exp(spread * z)``, ``z ~ N(0, 1)``: a future is uncertain in proportion to how much it
     gains; and the futures whose ``z`` falls in the lowest share ``stall`` of ``N(0, 1)`` gain nothing more.
-    ``spread``, ``gain_scale`` and ``stall`` are chosen on the committed traces by ``bench/forecast.py``,
-    which also judges them out of sample (each model's forecasts made with the values chosen on the others).
+    ``spread``, ``gain_scale`` and ``stall`` are chosen on the committed traces by
+    ``bench/studies/forecast/forecast.py``, which also judges them out of sample (each model's forecasts made with the
+    values chosen on the others).
 
     Once a whole-model check has measured the model (``snapshot.measured``), the forecast is of the compiled
     model: every sampled future adds the gap between the latest check and the estimate it was taken at

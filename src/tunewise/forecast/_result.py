@@ -14,7 +14,7 @@ END_LEVELS = tuple(i / 20 for i in range(21))
 
 #: A forecast is shown (and acted on) once this fraction of the run's budget is spent and the tasks without a
 #: valid measurement hold at most :data:`MAX_UNTRIED_SHARE` of the estimate: the display gate, chosen with the
-#: forecaster's spread by ``bench/forecast.py``, which reports how the forecasts it shows hold.
+#: forecaster's spread by ``bench/studies/forecast/forecast.py``, which reports how the forecasts it shows hold.
 MIN_FRACTION = 0.5
 
 #: The most of the estimate that tasks without a valid measurement may hold in a calibrated forecast: their
@@ -74,7 +74,7 @@ class Forecast:
 
     @property
     def calibrated(self) -> bool:
-        """Whether the forecast is made where ``bench/forecast.py`` finds it calibrated: at least
+        """Whether the forecast is made where ``bench/studies/forecast/forecast.py`` finds it calibrated: at least
         :data:`MIN_FRACTION` of the budget spent, and at most :data:`MAX_UNTRIED_SHARE` of the estimate held by
         tasks without a valid measurement."""
         return self.fraction >= MIN_FRACTION and self.untried_share <= MAX_UNTRIED_SHARE

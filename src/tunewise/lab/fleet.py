@@ -32,7 +32,8 @@ from tunewise.replay import Trace, TraceRun
 from tunewise.stoppers import LatencyGoal
 
 COMMIT_SECONDS = 0.2155e-3
-"""Store time to commit one trial, in slots of 16, on PostgreSQL (``bench/results/current/store-overhead.json``)."""
+"""Store time to commit one trial, in slots of 16, on PostgreSQL
+(``bench/studies/pipeline/results/store-overhead.json``)."""
 READ_SECONDS = 4.86e-3
 """Store time to read a task's top records, which every search does once a slot (the same file)."""
 

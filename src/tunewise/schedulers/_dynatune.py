@@ -11,9 +11,9 @@ and differ in how they choose from the rewards (UCB, epsilon-greedy, softmax).
   follows), times the fraction of their untuned latency that the tuned tasks have
   shed so far (the median; all of it before any task is tuned). So the heaviest tasks go first, where the
   paper's order spends the first slots of a Transformer on a dozen reshapes worth microseconds
-  (``bench/replay.py``), and every task is tried: without a warm-up (the prior competing with the beliefs
-  of tuned tasks, the rule before this one) a Transformer run of 600 trials never tried 14 of its 23 tasks, one of
-  them 0.9 % of the model and 96 % sheddable, while converged matmuls kept their slots. A task that has had
+  (``bench/studies/schedulers/replay.py``), and every task is tried: without a warm-up (the prior competing with the
+  beliefs of tuned tasks, the rule before this one) a Transformer run of 600 trials never tried 14 of its 23 tasks, one
+  of them 0.9 % of the model and 96 % sheddable, while converged matmuls kept their slots. A task that has had
   slots but no valid result scores nothing and gets slots only from the exploration term.
 - Belief: each live task's best-so-far throughput after each of its slots, ``flops / best``, normalised
   by the peak, against its trials so far, is fitted with a :class:`~tunewise.belief.CurveModel`
@@ -31,8 +31,8 @@ A task's fit is cached until its history, trials, the slot size or the peak chan
 only the task that just ran. Each fit is seeded from ``seed``, the task's index and its slot count, so
 the beliefs do not depend on the order in which they were computed (which is why a fit does not start
 from the task's previous posterior). The belief's defaults (see :class:`~tunewise.belief.CurveModel`)
-keep a decision to about 20 ms on average with 20 tasks (``bench/dynatune_overhead.py``), well under 1 %
-of a slot; ``n_walkers=10, n_steps=500, burn_in=300, thin=10`` are the paper's sizes.
+keep a decision to about 20 ms on average with 20 tasks (``bench/studies/schedulers/dynatune_overhead.py``), well under
+1 % of a slot; ``n_walkers=10, n_steps=500, burn_in=300, thin=10`` are the paper's sizes.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ class DynaTune(_DynaTune):
     confidence bonus is scaled by its own share. One bonus for all tasks (the paper's, or one scaled by the
     largest reward) buys slots for tasks that hold microseconds: on the ResNet-18 and MobileNetV2 replay
     traces that made DynaTune reach 5 % of the best 1.35x and 1.5x later than the gradient scheduler
-    (``bench/replay.py``). ``c`` (the paper's 2, or 0.2 for sub-millisecond models, on its unscaled
+    (``bench/studies/schedulers/replay.py``). ``c`` (the paper's 2, or 0.2 for sub-millisecond models, on its unscaled
     rewards) is 0.2 by default, chosen on those traces and the Transformer's (with the warm-up; 0.1 and
     0.3 do no better there).
 

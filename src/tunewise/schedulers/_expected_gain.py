@@ -22,9 +22,9 @@ class ExpectedGain(TaskScheduler):
       follow one power law in trials, ``best(n) ~ n ** -exponent``, so the slot is expected to remove ``weight *
       current_latency * (1 - (n / (n + m)) ** exponent)`` of model latency. On the recorded traces, whether a
       slot improves a task, and by how much, depends on how many slots the task has had, and hardly on whether
-      its last slots improved it (``bench/scheduler_losses.py``): so a task's own curve is not fitted, and one
-      curve serves all. ``exponent`` 0.15 fits the traces' mean drops: 13 % in the slot of 16 trials after
-      the first 16, 6.5 % after 32, 3 % after 64.
+      its last slots improved it (``bench/studies/schedulers/scheduler_losses.py``): so a task's own curve is not
+      fitted, and one curve serves all. ``exponent`` 0.15 fits the traces' mean drops: 13 % in the slot of 16 trials
+      after the first 16, 6.5 % after 32, 3 % after 64.
     - **A task not tried yet**: its untuned time less what tuning is expected to leave of it, ``weight *
       (default_latency - flops / G)``, ``G`` the ``reference_quantile`` of the throughputs the tried tasks
       reached. A task without FLOPs (a layout operator) is expected to shed the median fraction of its untuned

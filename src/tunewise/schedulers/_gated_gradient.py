@@ -17,9 +17,9 @@ class GatedGradient(Gradient):
     keeps that choice; when the choice is a tried task, the tried task of highest gradient
     :meth:`~tunewise.schedulers.Gradient.score` gets the slot instead, as in ``gradient``. So a reshape or a
     slice worth microseconds waits while a convolution has more to give, where ``gradient`` spends a slot on
-    every task first (on the Transformer traces, 17-18 s of an 84-102 s bound: bench/README, "Which scheduler
-    reaches a latency first"); and which tried task goes next follows what its recent slots took off, which
-    in real runs kept ``gradient`` off tasks whose search had stalled, where ``expected-gain``'s one learning
+    every task first (on the Transformer traces, 17-18 s of an 84-102 s bound: bench/studies/schedulers/findings.md,
+    "Which scheduler reaches a latency first"); and which tried task goes next follows what its recent slots took off,
+    which in real runs kept ``gradient`` off tasks whose search had stalled, where ``expected-gain``'s one learning
     curve for every task did not.
 
     >>> from tunewise.state import Snapshot, TaskView

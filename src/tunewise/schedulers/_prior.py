@@ -6,7 +6,7 @@ holding all of it, since nothing is known about it. Schedulers that give untried
 (gradient, round-robin, the DynaTune warm-up) and the one that tunes tasks one after another (sequential) take
 them in :func:`heaviest_first` order, so that a short budget goes where the time is: on the recorded traces
 declaration order spends the first slots on reshapes and small matmuls worth microseconds
-(``bench/short_budgets.py``). Before the default latencies are measured, a new run tunes the
+(``bench/studies/schedulers/short_budgets.py``). Before the default latencies are measured, a new run tunes the
 :func:`heaviest_by_flops` task first.
 
 >>> from tunewise.state import Snapshot, TaskView

@@ -12,8 +12,8 @@ class GiveUp(StopRule):
     probability at least ``probability``.
 
     Only a forecast that is :attr:`~tunewise.forecast.Forecast.calibrated` counts (made where
-    ``bench/forecast.py`` finds the forecast calibrated); without one the run goes on. The reason gives the
-    forecast latency at the budget's end.
+    ``bench/studies/forecast/forecast.py`` finds the forecast calibrated); without one the run goes on. The reason gives
+    the forecast latency at the budget's end.
 
     >>> from tunewise.forecast import END_LEVELS, Forecast
     >>> from tunewise.state import Cost, Snapshot

@@ -1,0 +1,227 @@
+"""Benchmark: ``exp``, ``sigmoid``, ``tanh`` and ``log`` in vectorisable TIR against libm and TOPI's fast ones.
+
+::
+
+    .venv/bin/python bench/studies/transcendentals/transcendentals.py \
+        --out bench/results/transcendentals.json
+
+Three parts, one JSON (with :mod:`provenance`):
+
+- ``accuracy``: each function as tunewise computes it (:mod:`tunewise.transcendentals`), as TVM lowers it
+  for LLVM (libm: ``expf``, ``logf``, ``tanhf``), and TOPI's ``fast_exp``/``fast_tanh`` (sigmoid as
+  ``1 / (1 + fast_exp(-x))``), each one kernel built for this CPU, run on every ``--stride``-th float32 bit
+  pattern (all signs and exponents, NaNs included) and on special values. The error of a result is in units in
+  the last place of the float32 at the true value (float64 numpy, ``2^-149`` in the denormals): its maximum,
+  where it is, and how many results are off by more than 1 ulp or wrong in kind (a NaN, an inf or a 0 where
+  the other is due). ``specials`` lists the results at NaN, ±inf, ±0, the overflow and underflow edges.
+- ``loops``: SiLU, sigmoid, tanh and the exponent of a softmax on ``--elements`` floats, split by 16 and
+  vectorised, one core: median time, libm lowering (``old``) against tunewise's (``new``).
+- ``probe``: ``silu(x) + sigmoid(x) / 2`` on a 1x96x112x112 input through tunewise's compilation, untuned and
+  after ``--trials`` trials a task (``tunewise.workflow.tune``, its timing), with TVM's lowering of the
+  transcendentals (``old``) and tunewise's (``new``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+from unittest import mock
+
+import numpy as np
+
+BENCH = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks share
+
+import provenance
+
+FUNCTIONS = ("exp", "sigmoid", "tanh", "log")
+TRUTH = {"exp": np.exp, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "tanh": np.tanh, "log": np.log}
+SPECIALS = [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1e-45, -1e-45, 1e-40, 1.17549435e-38, 1.0,
+            -1.0, 1e-20, -1e-20, 88.72283, 88.72284, 88.8, -87.33654, -103.2789, -103.97, -104.0, -200.0, 200.0,
+            3.4028235e38, -3.4028235e38]
+
+
+def expression(name: str, variant: str, x):
+    """``name`` of the float32 expression ``x`` as ``variant`` computes it (``tunewise``, ``libm``, ``topi``)."""
+    from tvm import tirx
+
+    from tunewise import transcendentals
+
+    if variant == "tunewise":
+        return getattr(transcendentals, name)(x)
+    if variant == "libm":
+        return getattr(tirx, name)(x)
+    raise ValueError(variant)
+
+
+def kernel(name: str, variant: str, n: int, target, *, row: int = 0):
+    """A built kernel ``B = name(A)`` on ``n`` float32 (``A - A[row start]`` for ``softmax``'s exponent with
+    rows of ``row``), its loop split by 16 and vectorised."""
+    import tvm
+    from tvm import s_tir, te, topi
+
+    a = te.placeholder((n,), "float32", name="A")
+    if variant == "topi":
+        inner = {"exp": lambda t: topi.fast_exp(t), "tanh": lambda t: topi.fast_tanh(t),
+                 "sigmoid": lambda t: topi.divide(1.0, topi.add(1.0, topi.fast_exp(topi.negative(t))))}[name]
+        b = inner(a)
+    elif name == "silu":
+        b = te.compute((n,), lambda i: a[i] * expression("sigmoid", variant, a[i]), name="B")
+    elif name == "softmax-exp":
+        b = te.compute((n,), lambda i: expression("exp", variant, a[i] - a[i - i % row]), name="B")
+    else:
+        b = te.compute((n,), lambda i: expression(name, variant, a[i]), name="B")
+    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
+    blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    for block in blocks[:-1]:
+        sch.compute_inline(block)
+    (loop,) = sch.get_loops(blocks[-1])
+    sch.vectorize(sch.split(loop, [None, 16])[1])
+    return tvm.tirx.build(sch.mod, target=target)
+
+
+def library_calls(built) -> list[str]:
+    """The functions ``built``'s assembly calls, but TVM's own."""
+    calls = set(re.findall(r"call\w*\s+([A-Za-z_][\w.@]*)", built.inspect_source("asm")))
+    return sorted(c for c in calls if "TVM" not in c and "tvm" not in c and not c.startswith("main"))
+
+
+def float_sweep(stride: int, chunk: int):
+    """Every ``stride``-th float32 bit pattern, then the special values, in arrays of at most ``chunk``."""
+    for start in range(0, 1 << 32, stride * chunk):
+        stop = min(start + stride * chunk, 1 << 32)
+        yield np.arange(start, stop, stride, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    yield np.array(SPECIALS, np.float32)
+
+
+def ulps(got: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """Errors of float32 ``got`` in float32 ulps at float64 ``truth``; inf where a result is wrong in kind."""
+    expected = truth.astype(np.float32)
+    same = (got == expected) | (np.isnan(got) & np.isnan(truth))
+    exponent = np.floor(np.log2(np.maximum(np.abs(truth), 2.0 ** -149)))
+    ulp = np.exp2(np.maximum(exponent, -126) - 23)
+    error = np.abs(got.astype(np.float64) - truth) / ulp
+    finite = np.isfinite(expected) & np.isfinite(got)
+    return np.where(same, 0.0, np.where(finite, error, np.inf))
+
+
+def run(built, x: np.ndarray) -> np.ndarray:
+    import tvm
+
+    device = tvm.cpu()
+    out = tvm.runtime.tensor(np.zeros_like(x), device)
+    built(tvm.runtime.tensor(x, device), out)
+    return out.numpy()
+
+
+def accuracy(name: str, variant: str, target, stride: int) -> dict:
+    chunk = 1 << 20
+    built = kernel(name, variant, chunk, target)
+    worst = {"max_ulps": 0.0, "at": 0.0, "over_1_ulp": 0, "wrong_kind": 0, "wrong_kind_at": []}
+    for x in float_sweep(stride, chunk):
+        with np.errstate(all="ignore"):
+            got = run(built, np.resize(x, chunk))[:len(x)]
+            error = ulps(got, TRUTH[name](x.astype(np.float64)))
+        finite = np.where(np.isinf(error), -1, error)
+        if finite.max() > worst["max_ulps"]:
+            worst["max_ulps"], worst["at"] = float(finite.max()), float(x[np.argmax(finite)])
+        worst["over_1_ulp"] += int(np.sum(error > 1))
+        worst["wrong_kind"] += int(np.sum(np.isinf(error)))
+        worst["wrong_kind_at"] = (worst["wrong_kind_at"] + [float(v) for v in x[np.isinf(error)]])[:8]
+    specials = {repr(float(v)): float(g) for v, g in zip(x, got, strict=True)}  # the last chunk
+    return {"calls": library_calls(built), **worst, "specials": specials}
+
+
+def timed(built, arrays, number: int, repeat: int) -> float:
+    import tvm
+
+    evaluator = built.time_evaluator(built.entry_name, tvm.cpu(), number=number, repeat=repeat)
+    return statistics.median(evaluator(*arrays).results)
+
+
+def loops(target, elements: int, number: int, repeat: int) -> dict:
+    import tvm
+
+    device = tvm.cpu()
+    x = np.random.default_rng(0).normal(0, 4, elements).astype(np.float32)
+    arrays = [tvm.runtime.tensor(x, device), tvm.runtime.tensor(np.zeros_like(x), device)]
+    result = {}
+    for name in ("silu", "sigmoid", "tanh", "softmax-exp"):
+        row = {}
+        for label, variant in (("old", "libm"), ("new", "tunewise")):
+            row[f"{label}_ms"] = timed(kernel(name, variant, elements, target, row=1000), arrays, number,
+                                       repeat) * 1e3
+        row["speedup"] = row["old_ms"] / row["new_ms"]
+        result[name] = row
+        print(name, row, flush=True)
+    return result
+
+
+def probe(trials: int) -> dict:
+    """The probe model tuned by tunewise (``trials`` a task), its untuned and tuned latencies, with TVM's
+    lowering of the transcendentals (``old``) and tunewise's (``new``)."""
+    import torch
+
+    from tunewise import graph, workflow
+    from tunewise.budget import Budget
+
+    class Probe(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.silu(x) + torch.sigmoid(x) / 2
+
+    x = torch.randn(1, 96, 112, 112, generator=torch.Generator().manual_seed(0))
+    folder = tempfile.mkdtemp(prefix="transcendentals-")
+    result = {}
+    for label in ("old", "new"):
+        patch = (mock.patch.object(graph, "tir_rewrites", lambda _target: []) if label == "old"
+                 else contextlib.nullcontext())
+        with patch:
+            tuned = workflow.tune(Probe(), example_inputs=(x,), store=f"sqlite:///{folder}/{label}.db",
+                                  budget=Budget(per_task_trials=trials), output=f"{folder}/{label}",
+                                  compare_torch=False, time_untuned=True, progress=False, check_every=None,
+                                  share="off")
+        result[label] = {"tasks": tuned.tasks, "trials": tuned.trials, "untuned_ms": tuned.untuned_latency * 1e3,
+                         "tuned_ms": tuned.tuned_latency * 1e3, "max_error": tuned.max_error}
+        print(label, result[label], flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--stride", type=int, default=64, help="test every STRIDE-th float32 bit pattern")
+    parser.add_argument("--elements", type=int, default=1_200_000)
+    parser.add_argument("--number", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--trials", type=int, default=32, help="MetaSchedule trials a task for the tuned probe")
+    parser.add_argument("--parts", default="accuracy,loops,probe")
+    parser.add_argument("--out", default="bench/results/transcendentals.json")
+    args = parser.parse_args()
+    from tunewise import target as targets
+
+    target = targets.resolve(None)
+    parts = args.parts.split(",")
+    result = {"target": str(target), "stride": args.stride}
+    if "accuracy" in parts:
+        result["accuracy"] = {}
+        for name in FUNCTIONS:
+            variants = ("tunewise", "libm", "topi") if name in ("exp", "sigmoid", "tanh") else ("tunewise", "libm")
+            result["accuracy"][name] = {v: accuracy(name, v, target, args.stride) for v in variants}
+            for v, found in result["accuracy"][name].items():
+                print(name, v, {k: found[k] for k in ("calls", "max_ulps", "at", "over_1_ulp", "wrong_kind",
+                                                      "wrong_kind_at")}, flush=True)
+    if "loops" in parts:
+        result["loops"] = loops(target, args.elements, args.number, args.repeat)
+    if "probe" in parts:
+        result["probe"] = probe(args.trials)
+    with open(args.out, "w") as f:
+        json.dump(provenance.stamped(result), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
