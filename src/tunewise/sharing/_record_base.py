@@ -200,7 +200,7 @@ def open_base(setting: str, target) -> BaseIndex | None:
     """The record base a run reads for ``target`` (a TVM target): ``setting`` :data:`BUNDLED` (the package's
     base of the target's ISA class; none when it ships none), :data:`OFF`, or a base file's path (read and
     checked now: :class:`~tunewise.errors.InputError` when it is not a record base). ``None`` when there is
-    nothing to read: off, no base, or a target without an ISA class."""
+    nothing to read: off, no base, a target without an ISA class, or a base without records of its class."""
     from tunewise import target as targets
 
     if setting == OFF:
@@ -210,8 +210,7 @@ def open_base(setting: str, target) -> BaseIndex | None:
         path = None if isa is None else bundled_path(isa)
         return None if path is None or not os.path.isfile(path) else BaseIndex(path, isa, BUNDLED)
     index = BaseIndex(setting, isa or "", setting)
-    index.load()
-    return index if isa is not None else None
+    return index if index.load() and isa is not None else None
 
 
 def build_base(store, runs: Sequence[int] | None = None, *, isa: str | None = None) -> RecordBase:
