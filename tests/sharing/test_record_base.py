@@ -37,14 +37,15 @@ def _copy(store, path):
     return stores.create(f"sqlite:///{path}")
 
 
-def _tune(model, measurer, store, base, trials=4):
+def _tune(model, measurer, store, base, trials=4, warm_start=False):
     from tunewise import schedulers, session
     from tunewise.callbacks import SlotLog
 
     run = store.create_run(model.name, str(model.target), "round-robin", {})
     log = SlotLog()
     loop = session.Session(model, schedulers.create("round-robin"), session.Budget(max_trials=trials), measurer,
-                           store, run, trials_per_slot=2, callbacks=[log], warm_start=False, records_base=base)
+                           store, run, trials_per_slot=2, callbacks=[log], warm_start=warm_start,
+                           records_base=base)
     loop.run()
     return loop, log.events
 
@@ -167,3 +168,35 @@ def test_the_users_own_records_of_a_workload_win_over_the_base(based, tiny_mlp, 
     # the store holds records of both tasks' workloads: the search seeds from those, the base is not read
     assert events and not loop.planner.from_base
     assert all(t.origin is None for t in mine.get_trials(loop.run_id))
+
+
+@pytest.fixture(scope="module")
+def wider(host_target, measurer):
+    """A one-task model: a dense layer with bias and ReLU like tiny-mlp's first, of another width."""
+    import torch
+
+    from tunewise import frontend, tasks
+
+    torch.manual_seed(0)
+    layer = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU()).eval()
+    imported = frontend.load(layer, example_inputs=(torch.randn(1, 64),))
+    return dataclasses.replace(tasks.extract(imported, host_target, measurer=measurer), name="wider")
+
+
+@pytest.mark.tvm
+def test_a_task_the_base_lacks_starts_from_its_most_similar_workloads_and_the_users_come_first(based, wider,
+                                                                                               measurer, tmp_path):
+    store, path = based
+    base = sharing.open_base(path, wider.target)
+    fresh = stores.create(f"sqlite:///{tmp_path}/fresh.db")
+    loop, events = _tune(wider, measurer, fresh, base, trials=2)
+    first = [t for t in fresh.get_trials(loop.run_id) if t.slot == events[0].slot]
+    # the base's tiny-mlp layers, fitted to this width, measured here
+    assert len(first) == 2 and all(t.origin == stores.FROM_BASE for t in first)
+    assert any(math.isfinite(t.latency) for t in first)
+    # a store that tuned those layers itself gives its own records first, and they fill the slot
+    mine = _copy(store, tmp_path / "mine.db")
+    loop, events = _tune(wider, measurer, mine, base, trials=2, warm_start=True)
+    first = [t for t in mine.get_trials(loop.run_id) if t.slot == events[0].slot]
+    assert len(first) == events[0].shared == 2 and all(t.origin is None for t in first)
+    assert not loop.planner.from_base

@@ -84,6 +84,13 @@ class RecordBase:
                 kept.append(BaseWorkload(isa, shash, mod, tuple(list(best.values())[:TOP])))
         self.workloads: tuple[BaseWorkload, ...] = tuple(kept)
 
+    @classmethod
+    def _as_written(cls, workloads: Sequence[BaseWorkload], *, tunewise: str, tvm: str) -> RecordBase:
+        """A base of ``workloads`` as a file holds them (its writer kept the best records, in order)."""
+        base = cls.__new__(cls)
+        base.tunewise, base.tvm, base.workloads = tunewise, tvm, tuple(workloads)
+        return base
+
     def of_class(self, isa: str | None) -> tuple[BaseWorkload, ...]:
         """The workloads of ISA class ``isa`` (none for ``None``)."""
         return tuple(w for w in self.workloads if w.isa == isa)
@@ -140,7 +147,7 @@ class RecordBase:
                 BaseRecord(_text(r["record"]), tuple(_seconds(r["run_secs"])), _text(r["target"]),
                            None if r.get("mcpu") is None else _text(r["mcpu"])) for r in w["records"]))
                 for w in data["workloads"]]
-            return cls(workloads, tunewise=_text(data["tunewise"]), tvm=_text(data["tvm"]))
+            return cls._as_written(workloads, tunewise=_text(data["tunewise"]), tvm=_text(data["tvm"]))
         except (KeyError, IndexError, TypeError, ValueError) as err:
             raise InputError(f"{path} is a malformed record base: {type(err).__name__} {_line(err)}") from None
 
@@ -192,7 +199,12 @@ class BaseIndex:
         from tunewise.sharing._similarity import record_signature
 
         if self._signatures is None:
-            self._signatures = [(i, record_signature(w.records[0].record)) for i, w in enumerate(self.load())]
+            self._signatures = []
+            for i, w in enumerate(self.load()):
+                try:
+                    self._signatures.append((i, record_signature(w.records[0].record)))
+                except (ValueError, IndexError, TypeError, KeyError):  # a record that is not a trace: left out
+                    continue
         return self._signatures
 
 
