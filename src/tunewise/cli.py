@@ -599,9 +599,9 @@ def _write_base(args) -> int:
     else:
         base = sharing.RecordBase.merged([sharing.RecordBase.read(path) for path in args.bases])
     if not base.workloads:
-        raise InputError("no record to write: the " + ("runs hold no measured record of a CPU with an "
-                                                       "instruction-set class" if args.records_command == "build"
-                                                       else "bases are empty"))
+        cpu = f"instruction-set class {args.isa}" if getattr(args, "isa", None) else "an instruction-set class"
+        raise InputError("no record to write: " + (f"the runs hold no measured record of a CPU of {cpu}"
+                                                   if args.records_command == "build" else "the bases are empty"))
     base.write(args.output)
     counts = ", ".join(f"{len(base.of_class(isa))} {isa}" for isa in base.classes())
     records = sum(len(w.records) for w in base.workloads)

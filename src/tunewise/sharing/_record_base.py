@@ -245,7 +245,7 @@ def build_base(store, runs: Sequence[int] | None = None, *, isa: str | None = No
                                                      f"{status}, not finished or suspended"))
         chosen = [r for r in chosen if r.id in set(runs)]
     classes: dict[str, str | None] = {}
-    found: dict[tuple[str, int], list[BaseRecord]] = {}
+    found: dict[tuple[str, int], dict[str, BaseRecord]] = {}  # (class, workload) -> trace -> its best record
     for run in chosen:
         for trial in store.get_trials(run.id):
             if trial.error is not None or not math.isfinite(trial.latency) or trial.target is None:
@@ -255,13 +255,18 @@ def build_base(store, runs: Sequence[int] | None = None, *, isa: str | None = No
             kind = classes[trial.target]
             if kind is None or (isa is not None and kind != isa):
                 continue
-            mcpu = json.loads(trial.target).get("mcpu")
-            found.setdefault((kind, trial.workload), []).append(
-                BaseRecord(trial.record, tuple(trial.run_secs), trial.target, mcpu))
+            record = BaseRecord(trial.record, tuple(trial.run_secs), trial.target, json.loads(trial.target).get("mcpu"))
+            kept = found.setdefault((kind, trial.workload), {})
+            key = _trace_key(trial.record)
+            if key not in kept or record.latency < kept[key].latency:
+                kept[key] = record
+        for kept in found.values():  # only the best few of each workload are held while the next run is read
+            for key in sorted(kept, key=lambda k: kept[k].latency)[TOP:]:
+                del kept[key]
     workloads = []
-    for (kind, workload), records in found.items():
+    for (kind, workload), kept in found.items():
         shash, mod = store.get_workload(workload)
-        workloads.append(BaseWorkload(kind, shash, mod, tuple(records)))
+        workloads.append(BaseWorkload(kind, shash, mod, tuple(kept.values())))
     return RecordBase(workloads)
 
 
