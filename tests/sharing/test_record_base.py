@@ -200,3 +200,17 @@ def test_a_task_the_base_lacks_starts_from_its_most_similar_workloads_and_the_us
     first = [t for t in mine.get_trials(loop.run_id) if t.slot == events[0].slot]
     assert len(first) == events[0].shared == 2 and all(t.origin is None for t in first)
     assert not loop.planner.from_base
+
+
+@pytest.mark.parametrize("options,expected", [
+    (["--isa", "avx512"], "no record to write: the runs hold no measured record of a CPU of instruction-set class "
+                          "avx512"),
+    (["--runs", "99"], "run 99 is not in the store"),
+    (["--runs", "x"], "bad RUNS 'x'"),
+])
+def test_a_build_with_nothing_to_write_is_one_line_and_exit_2(based, tmp_path, capsys, options, expected):
+    store, _ = based
+    out = tmp_path / "base.json.gz"
+    assert cli.main(["records", "build", "--store", store.url, *options, "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"tunewise: error: {expected}") and "\n" not in err and not out.exists()
