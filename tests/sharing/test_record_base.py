@@ -191,15 +191,15 @@ def test_a_task_the_base_lacks_starts_from_its_most_similar_workloads_and_the_us
     fresh = stores.create(f"sqlite:///{tmp_path}/fresh.db")
     loop, events = _tune(wider, measurer, fresh, base, trials=2)
     first = [t for t in fresh.get_trials(loop.run_id) if t.slot == events[0].slot]
-    # the base's tiny-mlp layers, fitted to this width, measured here
-    assert len(first) == 2 and all(t.origin == stores.FROM_BASE for t in first)
+    # the base's tiny-mlp layers, fitted to this width (the fittings of two may coincide), measured here
+    assert first and len(first) == events[0].shared and all(t.origin == stores.FROM_BASE for t in first)
     assert any(math.isfinite(t.latency) for t in first)
-    # a store that tuned those layers itself gives its own records first, and they fill the slot
+    # a store that tuned those layers itself gives its own records first; the base only adds what they did not
     mine = _copy(store, tmp_path / "mine.db")
     loop, events = _tune(wider, measurer, mine, base, trials=2, warm_start=True)
-    first = [t for t in mine.get_trials(loop.run_id) if t.slot == events[0].slot]
-    assert len(first) == events[0].shared == 2 and all(t.origin is None for t in first)
-    assert not loop.planner.from_base
+    origins = [t.origin for t in mine.get_trials(loop.run_id) if t.slot == events[0].slot]
+    assert len(origins) == events[0].shared and origins[0] is None
+    assert origins == sorted(origins, key=lambda origin: origin is not None)  # the user's, then the base's
 
 
 @pytest.mark.parametrize("options,expected", [
