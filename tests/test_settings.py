@@ -51,7 +51,9 @@ def test_an_old_form_gets_the_values_its_run_was_tuned_with():
     assert dataclasses.replace(settings, diminishing=-0.25).check_interval == checks.DEFAULT_EVERY
     assert set(ADDED_KEYS) == {"share", "warm_start", "evaluator", "cost_model", "runner", "goal", "energy_budget",
                                "diminishing", "check_every", "energy_meter", "candidate_filter", "give_up",
-                               "references", "timing_rounds", "time_untuned"}
+                               "references", "timing_rounds", "time_untuned", "records_base"}
+    # no record base: none existed, today's runs read the bundled one
+    assert settings.records_base == "off" and RunSettings().records_base == "bundled"
     # finished as every run was before its finish was stored: references timed, the default rounds, untuned estimated
     assert (settings.references, settings.timing_rounds, settings.time_untuned) == (True, timing.ROUNDS, False)
 
@@ -93,6 +95,8 @@ def test_settings_that_are_not_a_runs_are_refused_in_one_line(data, expected):
     ({"timing_rounds": 0}, "timing rounds must be a whole number of at least 1, got 0"),
     ({"references": "no"}, "references must be true or false"),
     ({"time_untuned": 1}, "time untuned must be true or false"),
+    ({"records_base": 3}, "records base must be 'bundled', 'off' or a file's path, got 3"),
+    ({"records_base": "/no/such/base.json.gz"}, "record base /no/such/base.json.gz is not a file"),
 ])
 def test_bad_settings_are_refused(changes, expected):
     with pytest.raises(InputError, match=expected):
@@ -195,6 +199,20 @@ def test_give_up_reaches_the_settings_and_their_stop_rules():
     assert [type(r).__name__ for r in rules] == ["LatencyGoal", "GiveUp"]
     assert (rules[1].latency, rules[1].probability) == (8e-3, 0.9)
     assert [type(r).__name__ for r in prepare.stop_rules(RunSettings(goal="8ms"), 8e-3)] == ["LatencyGoal"]
+
+
+def test_a_records_base_option_reaches_the_settings_and_a_missing_file_is_one_line_and_exit_2(capsys, tmp_path,
+                                                                                             monkeypatch):
+    assert cli._tune_options(cli._parser().parse_args(["tune", "m", "--records-base", "off"]))["records_base"] == "off"
+    (tmp_path / "team.json.gz").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    settings = RunSettings(**cli._tune_options(cli._parser().parse_args(["tune", "m", "--records-base",
+                                                                          "team.json.gz"])))
+    assert settings.records_base == str(tmp_path / "team.json.gz")  # absolute: a resume elsewhere finds it
+    assert RunSettings.from_json(settings.to_json()) == settings
+    assert cli.main(["tune", "tiny-mlp", "--records-base", "missing.json.gz"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tunewise: error: record base missing.json.gz is not a file") and "\n" not in err
 
 
 @pytest.mark.parametrize("options,expected", [

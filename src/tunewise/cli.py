@@ -19,6 +19,7 @@ from tunewise import checks, cost_models, energy, evaluators, filters, graph, lo
 from tunewise.errors import InputError, TunewiseError, message_line
 from tunewise.measure import MeasureConfig
 from tunewise.settings import RunSettings
+from tunewise.target import ISA_CLASSES
 
 _VERBOSE = ("show TVM's, PyTorch's and ONNX's own output (logs, warnings) here instead of in a log file "
             "under tunewise-logs/ (also: TUNEWISE_DEBUG=1)")
@@ -136,6 +137,10 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--no-warm-start", action="store_true",
                       help="do not start new tasks from the best records of the most similar workloads other runs "
                            "stored (they do by default, when the store has such records)")
+    tune.add_argument("--records-base", metavar="FILE|off",
+                      help="the record base new tasks also start from where the store has no record of their "
+                           "workload: a base file (tunewise records build), or off (default: the one tunewise ships "
+                           "for this CPU's instruction-set class, when it ships one)")
     tune.add_argument("--graph-level", help=f"graph passes: {', '.join(graph.LEVELS)} "
                       "(default: winograd on a CPU, nhwc on a GPU)")
     tune.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
@@ -220,6 +225,16 @@ def _parser() -> argparse.ArgumentParser:
     load = records_sub.add_parser("import", help="add a MetaSchedule JSON database's records as a new run")
     load.add_argument("directory")
     _store_option(load)
+    build = records_sub.add_parser("build", help="write a record base: the best records of each workload of the "
+                                   "store's finished and suspended runs, by CPU instruction-set class")
+    build.add_argument("--runs", metavar="RUNS", help="only these runs (comma-separated: 1,2)")
+    build.add_argument("--isa", choices=ISA_CLASSES,
+                       help="only records of this instruction-set class (the package ships one base per class)")
+    build.add_argument("--output", "-o", required=True, metavar="FILE", help="the base file to write (.json.gz)")
+    _store_option(build)
+    merge = records_sub.add_parser("merge", help="join record bases: the best records of each workload win")
+    merge.add_argument("bases", nargs="+", metavar="BASE")
+    merge.add_argument("--output", "-o", required=True, metavar="FILE", help="the base file to write (.json.gz)")
 
     run = sub.add_parser("run", help="run and time a saved artifact")
     run.add_argument("artifact")
@@ -280,6 +295,7 @@ def _tune_options(args) -> dict:
                "level": args.graph_level, "seed": _whole("--seed", args.seed, minimum=0),
                "evaluator": args.evaluator, "cost_model": args.cost_model, "output": args.output,
                "share": _share(args), "warm_start": False if args.no_warm_start else None, "goal": args.goal,
+               "records_base": args.records_base,
                "energy_budget": parse_energy(args.energy_budget) if args.energy_budget is not None else None,
                "diminishing": _number("--diminishing", args.diminishing),
                "give_up": _number("--give-up", args.give_up),
@@ -317,7 +333,7 @@ def _cmd_tune(args) -> int:
     if args.resume is not None:
         own = ("scheduler", "trials_per_slot", "graph_level", "seed", "target", "evaluator", "cost_model", "goal",
                "energy_budget", "diminishing", "check_every", "energy_meter", "candidate_filter", "share", "runner",
-               "cache_flush", "give_up")
+               "cache_flush", "give_up", "records_base")
         fixed = [f"--{name.replace('_', '-')}" for name in own if getattr(args, name) is not None]
         fixed += [flag for flag, given in (("--no-share", args.no_share), ("--no-warm-start", args.no_warm_start))
                   if given]
@@ -340,6 +356,10 @@ def _cmd_tune(args) -> int:
     skipped = f"; {result.skipped} proposals skipped by the filter" if result.skipped else ""
     print(f"trials           {result.trials} ({result.failures} failed{shared}) in {result.tuning_seconds:.0f}s"
           + skipped)
+    if result.base_tasks:
+        from tunewise.report import base_line
+
+        print(f"record base      {base_line(result.base_tasks, result.tasks, result.records_base)}")
     timed = result.untuned_latency is not None
     untuned = result.untuned_latency if timed else result.untuned_estimate
     if math.isfinite(untuned):
@@ -549,6 +569,8 @@ def _slower_than_while_tuning(since_check: dict | None) -> str:
 def _cmd_records(args) -> int:
     from tunewise import stores, tvm_env
 
+    if args.records_command in ("build", "merge"):
+        return _write_base(args)
     if args.records_command == "export":
         run = _whole("RUN", args.run)
         store = _open_store(args)
@@ -561,6 +583,30 @@ def _cmd_records(args) -> int:
         run, count = stores.import_records(store, args.directory)
         print(f"imported {count} records from {args.directory} as run {run}" if run is not None else
               f"nothing to import: every record in {args.directory} is already in the store")
+    return 0
+
+
+def _write_base(args) -> int:
+    """``tunewise records build`` and ``merge``: write a record base, and say what it holds."""
+    from tunewise import destinations, tvm_env
+
+    destinations.check_file(args.output, "record base")  # before a build that may read a large store
+    if args.records_command == "build":
+        runs = None if args.runs is None else [_whole("RUNS", run) for run in args.runs.split(",")]
+        store = _open_store(args)
+        tvm_env.prepare()
+        base = sharing.build_base(store, runs, isa=args.isa)
+    else:
+        base = sharing.RecordBase.merged([sharing.RecordBase.read(path) for path in args.bases])
+    if not base.workloads:
+        cpu = f"instruction-set class {args.isa}" if getattr(args, "isa", None) else "an instruction-set class"
+        raise InputError("no record to write: " + (f"the runs hold no measured record of a CPU of {cpu}"
+                                                   if args.records_command == "build" else "the bases are empty"))
+    base.write(args.output)
+    counts = ", ".join(f"{len(base.of_class(isa))} {isa}" for isa in base.classes())
+    records = sum(len(w.records) for w in base.workloads)
+    print(f"wrote {records} records of {len(base.workloads)} workloads ({counts}) to {args.output} "
+          f"({os.path.getsize(args.output) / 1024:.1f} KiB)")
     return 0
 
 

@@ -17,7 +17,20 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tunewise import energy, filters, frontend, measure, schedulers, session, stoppers, stores, tasks, timing, tvm_env
+from tunewise import (
+    energy,
+    filters,
+    frontend,
+    measure,
+    schedulers,
+    session,
+    sharing,
+    stoppers,
+    stores,
+    tasks,
+    timing,
+    tvm_env,
+)
 from tunewise import target as targets
 from tunewise.callbacks import Callback, CallbackList
 from tunewise.checks import ModelCheck
@@ -83,9 +96,14 @@ def make_checker(settings: RunSettings, goal: float | None) -> ModelCheck | None
     return None if every is None else ModelCheck(every, goal=goal)
 
 
+FROM_SETTINGS = object()
+""":func:`open_session`'s ``records_base`` when the session opens the base its settings name."""
+
+
 def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, measurer: measure.Measurer,
                  scheduler=None, callbacks: Sequence[Callback | str] = (), run: int | None = None, lease=None,
-                 deadline=None, goal: float | None = None, checker: ModelCheck | None = None) -> session.Session:
+                 deadline=None, goal: float | None = None, checker: ModelCheck | None = None,
+                 records_base=FROM_SETTINGS) -> session.Session:
     """A :class:`~tunewise.session.Session` tuning ``model`` as ``settings`` say, recording to ``store`` (a
     :class:`~tunewise.stores.Store`).
 
@@ -103,6 +121,8 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
     their candidate filter, seeded with their seed; ``checker`` (a :class:`~tunewise.checks.ModelCheck`)
     replaces the checks the settings make, for checks at times of the caller's. ``goal`` is the latency
     goal in seconds; by default the settings' absolute goal (a relative one needs :func:`resolve_goal`).
+    ``records_base`` is the record base the session reads (:func:`tunewise.sharing.open_base`; ``None``: none),
+    opened from the settings' ``records_base`` by default (:data:`FROM_SETTINGS`).
     """
     if goal is None and settings.goal is not None:
         if Goal.parse(settings.goal).relative:
@@ -120,10 +140,13 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
             lease.hold(store, run)
     if checker is None:
         checker = make_checker(settings, goal)
+    if records_base is FROM_SETTINGS:
+        records_base = sharing.open_base(settings.records_base, model.target)
     return session.Session(model, scheduler, settings.budget, measurer, store, run,
                            trials_per_slot=settings.trials_per_slot, seed=settings.seed,
                            cost_model=settings.cost_model, share=settings.share,
-                           warm_start=settings.warm_start, callbacks=callbacks, owner=owner,
+                           warm_start=settings.warm_start, records_base=records_base, callbacks=callbacks,
+                           owner=owner,
                            deadline=deadline, stoppers=stop_rules(settings, goal),
                            meter=meter, forecaster=Forecaster(goal=goal, seed=settings.seed),
                            checker=checker,
@@ -177,6 +200,7 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
     tvm_target = targets.resolve(target)
     targets.check_runnable(tvm_target)
     targets.check_cores(tvm_target)
+    base = sharing.open_base(settings.records_base, tvm_target)  # a bad base file is an error before the import
     store = stores.create(store)
     told = CallbackList(callbacks)
 
@@ -219,7 +243,8 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
 
         loop = open_session(model, settings, store=store, measurer=measurer, scheduler=scheduler,
                             callbacks=told.callbacks, run=run, lease=lease,
-                            deadline=None if finish_by is None else deadline, goal=goal, checker=checker)
+                            deadline=None if finish_by is None else deadline, goal=goal, checker=checker,
+                            records_base=base)
     except BaseException:
         measurer.close()
         raise

@@ -76,13 +76,16 @@ class Session:
     skips proposals before they are measured; the search proposes others in their place (transferred
     schedules are never skipped), and each slot's skipped count is stored with it. ``share`` is a
     :data:`tunewise.sharing.MODES` name and ``warm_start`` lets new tasks start from other runs' records (see
-    the module docstring). ``forecaster`` (:class:`~tunewise.forecast.Forecaster`) forecasts the model latency
-    after every slot: the ledger's snapshots carry it, and each slot's forecast is stored with its checkpoint.
+    the module docstring); ``records_base`` (:func:`tunewise.sharing.open_base`; ``None``: none) gives a new
+    task the record base's records where the store has none of its workload, each measured here as a trial
+    of the run, stored with :data:`~tunewise.stores.FROM_BASE` as its origin. ``forecaster``
+    (:class:`~tunewise.forecast.Forecaster`) forecasts the model latency after every slot: the ledger's
+    snapshots carry it, and each slot's forecast is stored with its checkpoint.
     """
 
     def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int, *, trials_per_slot: int = 16,
                  search_batch: int | None = None, cost_model=None, seed: int = 0, share: str = "same-anchor",
-                 warm_start: bool = True,
+                 warm_start: bool = True, records_base: sharing.BaseIndex | None = None,
                  callbacks: Sequence[Callback | str] = (), owner: str | None = None,
                  deadline: Callable[[Snapshot], float] | None = None, stoppers: Sequence = (),
                  meter: EnergyMeter | None = None, checker: ModelCheck | None = None,
@@ -113,8 +116,9 @@ class Session:
                           for i, (t, m) in enumerate(zip(model.tasks, model.task_mods, strict=True))]
         self._workloads = [self.database.workload_id(m, commit=True) for m in model.task_mods]
         self.share = share
-        self.planner = sharing.Planner(model, share, warm_start, store, self.database, self._workloads)
-        self.shared = 0  # trials that were transferred schedules
+        self.planner = sharing.Planner(model, share, warm_start, store, self.database, self._workloads,
+                                       records_base)
+        self.shared = 0  # trials that were schedules transferred from other tasks or runs (not from the base)
         self._offset = 0.0  # tuning time of earlier sessions of the run
         self._start = None
         self.meter, self.checker, self.filter = meter, checker, candidate_filter
@@ -309,12 +313,14 @@ class Session:
             slot_start += time.perf_counter() - defaults_start  # they are not the slot's
         now, target, workload = time.time(), str(self.model.target), self.database.workload(self._workloads[k])
         trials = [StoredTrial(self._workloads[k], trial_json(c, m, workload, self.model.target), m.run_secs,
-                              m.error, m.message, k, slot.index, target, key, m.build_seconds, m.run_seconds, now)
+                              m.error, m.message, k, slot.index, target, key, m.build_seconds, m.run_seconds, now,
+                              stores.FROM_BASE if key in self.planner.from_base else None)
                   for (c, key), m in zip(proposed, measurements, strict=True)]
         # no trials: the space is exhausted (or the per-task budget has no room); a held member falls back
         self.ledger.tell(slot, [t.latency for t in trials])
         self.trials += trials
-        self.shared, self.skipped = self.shared + len(shared), self.skipped + skipped
+        self.shared += sum(key not in self.planner.from_base for _, key in shared)
+        self.skipped += skipped
         elapsed, latency = self.history[-1] if trials else (self.elapsed, self.snapshot().estimated_latency())
         self.store.add_trials(self.run_id, trials, Checkpoint(
             slot.index, k, len(trials), elapsed, time.perf_counter() - slot_start, latency,

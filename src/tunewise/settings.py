@@ -11,7 +11,8 @@ Runs stored with fewer keys are read by :meth:`RunSettings.from_json` with the v
 only runner there was), no stop rule and no model checks (``goal``, ``energy_budget``, ``diminishing``,
 ``check_every``, ``give_up`` ``None``), the ``"auto"`` energy meter and no candidate filter, and the finish every
 run had before its finish was a setting (``references`` true, ``timing_rounds`` :data:`tunewise.timing.ROUNDS`,
-``time_untuned`` false). A ``check_every`` stored as ``None`` is the rule such runs were tuned with: checks only
+``time_untuned`` false), and ``records_base`` ``"off"`` (no run read a record base before record bases
+existed). A ``check_every`` stored as ``None`` is the rule such runs were tuned with: checks only
 with a goal or ``diminishing``. A ``share`` stored as true or false (the form before sharing had modes) reads as
 ``"same-anchor"`` or ``"off"``, what those runs were tuned with. Every other key has been stored since runs had
 settings, so settings without one are not a tuning run's, and are refused.
@@ -40,7 +41,7 @@ ADDED_KEYS: Mapping[str, object] = {"share": "off", "warm_start": False, "evalua
                                     "runner": "local", "goal": None, "energy_budget": None, "diminishing": None,
                                     "check_every": None, "energy_meter": "auto", "candidate_filter": None,
                                     "give_up": None, "references": True, "timing_rounds": timing.ROUNDS,
-                                    "time_untuned": False}
+                                    "time_untuned": False, "records_base": sharing.OFF}
 """Keys a stored run may lack, each with the value the runs stored without it were tuned with."""
 
 
@@ -56,8 +57,10 @@ class RunSettings:
     :func:`tunewise.candidate_runners.create`; ``share`` is how tasks share
     schedules (:data:`tunewise.sharing.MODES`: ``"off"``, ``"same-anchor"``, ``"selective"``), and ``warm_start``
     lets a new task start from the best records of the most similar workloads of other runs in the store
-    (:mod:`tunewise.sharing`); ``output`` is the artifact folder (``None``:
-    ``tunewise-out/MODEL``).
+    (:mod:`tunewise.sharing`); ``records_base`` is the record base a new task also starts from where the store
+    has no record of its workload: ``"bundled"`` (the package's, for the target's ISA class, when it ships
+    one), ``"off"``, or a base file's path (kept absolute; ``tunewise records build``); ``output`` is the
+    artifact folder (``None``: ``tunewise-out/MODEL``).
 
     Stop rules (:mod:`tunewise.stoppers`), for any scheduler: ``goal`` (:class:`tunewise.goals.Goal` text:
     ``"12ms"``, ``"0.9x-ort"``) ends the run once the measured model latency reaches it; ``energy_budget``
@@ -103,9 +106,18 @@ class RunSettings:
     references: bool = True
     timing_rounds: int = timing.ROUNDS
     time_untuned: bool = False
+    records_base: str = sharing.BUNDLED
 
     def __post_init__(self):
         object.__setattr__(self, "input_shapes", {k: tuple(v) for k, v in self.input_shapes.items()})
+        if not isinstance(self.records_base, str) or not self.records_base:
+            raise InputError(f"records base must be {sharing.BUNDLED!r}, {sharing.OFF!r} or a file's path, "
+                             f"got {self.records_base!r}")
+        if self.records_base not in (sharing.BUNDLED, sharing.OFF):
+            if not os.path.isfile(self.records_base):
+                raise InputError(f"record base {self.records_base} is not a file (give {sharing.BUNDLED!r}, "
+                                 f"{sharing.OFF!r} or the path of a base that tunewise records build wrote)")
+            object.__setattr__(self, "records_base", os.path.abspath(self.records_base))
         if not isinstance(self.budget, Budget):
             raise InputError(f"budget must be a tunewise Budget, got {self.budget!r}")
         if not isinstance(self.measure, MeasureConfig):

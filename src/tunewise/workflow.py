@@ -70,6 +70,8 @@ class TuneResult:
     untuned_estimate: float = math.inf  # the untuned model's latency, estimated from its tasks' default latencies
     ratios: dict[str, float] = field(default_factory=dict)  # tuned over each reference, per round timed in turn
     since_check: dict | None = None  # a model a check read, timed again after tuning (tunewise.finish.Finished)
+    base_tasks: int = 0  # tasks that started from a record base's records (tunewise.sharing.RecordBase)
+    records_base: str | None = None  # the run's records_base setting
 
     def references(self) -> dict[str, float]:
         """The references timed beside the tuned model, by their names in :data:`tunewise.timing.REFERENCES`."""
@@ -323,7 +325,8 @@ def _result(summary: RunSummary, done: Finished, *, name: str, phases: dict[str,
                       cuda_graph_latency=timed["cuda_graph"], aot_latency=timed["aot"],
                       joules_parts=joules_parts, records=done.metadata.get("records", "final"),
                       final_latency=done.metadata.get("final_records_latency_s"), untuned_estimate=summary.untuned,
-                      ratios=done.ratios, since_check=done.since_check)
+                      ratios=done.ratios, since_check=done.since_check, base_tasks=summary.base_tasks,
+                      records_base=summary.run.settings.get("records_base"))
 
 
 def _energy_parts(meter) -> dict[str, float]:

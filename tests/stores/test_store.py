@@ -155,6 +155,29 @@ def test_a_store_of_the_fourth_schema_upgrades_and_keeps_its_model_latencies(sto
     store.close()
 
 
+def test_a_trial_keeps_its_origin_and_a_store_of_the_fifth_schema_reads_its_trials_as_the_runs_own(store,
+                                                                                                     tmp_path):
+    import dataclasses
+
+    run = store.create_run("m", "cpu", "random", {})
+    w = store.commit_workload("00000000000000aa", "A", equal_to("A"))
+    given = dataclasses.replace(trial(w, 1e-3), origin=stores.FROM_BASE)
+    store.add_trials(run, [given, trial(w, 2e-3, slot=1)])
+    assert [t.origin for t in store.get_trials(run)] == [stores.FROM_BASE, None]
+    assert store.get_trials(run, records=False)[0].origin == stores.FROM_BASE
+    url = f"sqlite:///{tmp_path}/old.db"
+    _old_store(url, "0005",
+               "INSERT INTO runs (model, target, scheduler, settings, status, created, updated) "
+               "VALUES ('m', 'cpu', 'random', '{}', 'tuned', 1.0, 2.0)",
+               "INSERT INTO workloads (shash, mod) VALUES ('00000000000000aa', 'A')",
+               "INSERT INTO trials (run_id, task_index, slot, workload_id, target, record, run_secs, latency, "
+               "message, build_seconds, run_seconds, timestamp) "
+               "VALUES (1, 0, 0, 1, 'cpu', '[]', '[0.001]', 0.001, '', 0.5, 0.25, 3.0)")
+    old = stores.create(url)
+    assert [t.origin for t in old.get_trials(1)] == [None]
+    old.close()
+
+
 def test_a_slot_is_committed_whole_or_not_at_all(store):
     run = store.create_run("m", "cpu", "random", {})
     w = store.commit_workload("0000000000000001", "W", equal_to("W"))

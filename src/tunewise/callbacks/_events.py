@@ -19,7 +19,7 @@ class SlotEvent:
     search_seconds: float
     measure_seconds: float
     decision_seconds: float
-    shared: int = 0  # trials that were schedules transferred from other tasks or runs (:mod:`tunewise.sharing`)
+    shared: int = 0  # trials made elsewhere: other tasks, runs or a record base (:mod:`tunewise.sharing`)
     joules: float | None = None  # energy the slot used (None: not metered)
     run_joules: float | None = None  # energy the run has used so far, this slot included
     joules_estimated: bool = False  # the meter estimates rather than measures

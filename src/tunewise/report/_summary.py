@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from tunewise.estimate import calibrated_latency, model_latency, task_latency
 from tunewise.forecast import Forecast
 from tunewise.goals import Goal
-from tunewise.stores import Artifact, Checkpoint, ModelLatency, Run, Store
+from tunewise.stores import FROM_BASE, Artifact, Checkpoint, ModelLatency, Run, Store
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,7 @@ class RunSummary:
     # time stands for (None when the run was not metered)
     waste_seconds: float = 0.0
     waste_joules: float | None = None
+    base_tasks: int = 0  # tasks with a trial made from a record base's record (tunewise.stores.FROM_BASE)
 
     @property
     def calibrated(self) -> float:
@@ -141,7 +142,8 @@ def summarize(store: Store, run: int) -> RunSummary:
                       checkpoints[-1].elapsed if checkpoints else 0.0, untuned, estimate, curve, tuple(checkpoints),
                       tuple(Failure(t.task, t.error, t.message) for t in trials if t.error is not None),
                       tuple(store.get_artifacts(run)), measured, math.fsum(metered) if metered else None,
-                      *_waste(trials, checkpoints))
+                      *_waste(trials, checkpoints),
+                      base_tasks=len({t.task for t in trials if t.origin == FROM_BASE and t.task is not None}))
 
 
 def _waste(trials, checkpoints) -> tuple[float, float | None]:

@@ -62,6 +62,14 @@ def runs_table(summaries: list[RunSummary]) -> list[str]:
     return lines
 
 
+def base_line(tasks: int, of: int, setting: str | None) -> str:
+    """How many of a run's ``of`` tasks started from a record base's records (``tasks``), and which base
+    (``setting``: the run's ``records_base``)."""
+    which = ("bundled records" if setting == "bundled" else "a record base's records" if setting is None
+             else f"the records of {setting}")
+    return f"{tasks} of {of} tasks started from {which} (measured here as trials of the run)"
+
+
 def run_table(summary: RunSummary) -> list[str]:
     """A run's header and its per-task table: trials, failures, best latency, shares of latency and time."""
     r = summary.run
@@ -83,6 +91,8 @@ def run_table(summary: RunSummary) -> list[str]:
         joules = "" if summary.waste_joules is None else f", {summary.waste_joules / 1e3:.2f} kJ"
         lines.append(f"failed candidates: {', '.join(f'{n} {kind}' for kind, n in sorted(kinds.items()))}; they "
                      f"cost {summary.waste_seconds:.1f}s of building and running{joules}")
+    if summary.base_tasks:
+        lines.append(base_line(summary.base_tasks, len(summary.tasks), r.settings.get("records_base")))
     skipped = sum(c.skipped for c in summary.checkpoints)
     if skipped:
         lines.append(f"{skipped} proposals skipped by the candidate filter ({r.settings.get('candidate_filter')})")

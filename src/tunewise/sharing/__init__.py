@@ -9,12 +9,26 @@
   falling back to a search of their own when that does not pay (:class:`Members`).
 
 Independently of the mode, a task's first slot can start from the best records of the most similar workloads
-other runs tuned in the same store (:func:`warm_sources`).
+other runs tuned in the same store (:func:`warm_sources`), and from a record base: the best records of many
+workloads, shipped with the package for each CPU class or built by a team (:class:`RecordBase`,
+:func:`open_base`), read beside the store, which wins.
 """
 
 from tunewise.sharing._anchor import Offers, anchor_key, groups, transfer
 from tunewise.sharing._members import MINOR, SETTLED, SHORTFALL, Members
 from tunewise.sharing._planner import Planner
+from tunewise.sharing._record_base import (
+    BUNDLED,
+    OFF,
+    TOP,
+    BaseIndex,
+    BaseRecord,
+    BaseWorkload,
+    RecordBase,
+    build_base,
+    bundled_path,
+    open_base,
+)
 from tunewise.sharing._selection import THRESHOLD, Selection, flop_shares, latency_shares, select, select_tasks
 from tunewise.sharing._similarity import Signature, inlined_blocks, record_signature, similarity, task_signature
 from tunewise.sharing._transfer import Destination, destination, nearest_factors, transfer_across
@@ -23,7 +37,8 @@ from tunewise.sharing._warm import warm_sources
 MODES = ("off", "same-anchor", "selective")
 """The sharing modes, in the order ``--share`` lists them."""
 
-__all__ = ["MINOR", "MODES", "SETTLED", "SHORTFALL", "THRESHOLD", "Destination", "Members", "Offers", "Planner",
-           "Selection", "Signature", "anchor_key", "destination", "flop_shares", "groups", "inlined_blocks",
-           "latency_shares", "nearest_factors", "record_signature", "select", "select_tasks", "similarity",
-           "task_signature", "transfer", "transfer_across", "warm_sources"]
+__all__ = ["BUNDLED", "MINOR", "MODES", "OFF", "SETTLED", "SHORTFALL", "THRESHOLD", "TOP", "BaseIndex", "BaseRecord",
+           "BaseWorkload", "Destination", "Members", "Offers", "Planner", "RecordBase", "Selection", "Signature",
+           "anchor_key", "build_base", "bundled_path", "destination", "flop_shares", "groups", "inlined_blocks",
+           "latency_shares", "nearest_factors", "open_base", "record_signature", "select", "select_tasks",
+           "similarity", "task_signature", "transfer", "transfer_across", "warm_sources"]

@@ -50,6 +50,9 @@ def owner_gone(owner: str | None) -> bool:
         return False
     return False
 
+#: A trial's ``origin`` when its schedule was made from a record base's record.
+FROM_BASE = "base"
+
 _MISSING_TIME = 1e10  # MetaSchedule's stub for a run time that was not measured
 
 
@@ -99,7 +102,9 @@ class StoredTrial:
 
     ``record`` is MetaSchedule's JSON text of the tuning record (trace, run seconds, target, argument info;
     ``None`` when read without records), ``candidate`` the structural hash (hex) of the scheduled module that
-    was measured, ``target`` the target's JSON text. ``task`` is ``None`` for imported records.
+    was measured, ``target`` the target's JSON text. ``task`` is ``None`` for imported records. ``origin`` is
+    :data:`FROM_BASE` for a schedule made from a record base's record (:mod:`tunewise.sharing`), ``None`` for the
+    run's own (searched, or shared from records of the store).
     """
 
     workload: int
@@ -114,6 +119,7 @@ class StoredTrial:
     build_seconds: float = 0.0
     run_seconds: float = 0.0
     timestamp: float = 0.0
+    origin: str | None = None
 
     @property
     def latency(self) -> float:

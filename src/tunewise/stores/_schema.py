@@ -58,6 +58,7 @@ trials = Table(
     Column("build_seconds", Float, nullable=False),
     Column("run_seconds", Float, nullable=False),
     Column("timestamp", Float, nullable=False),
+    Column("origin", String(20)),  # "base": made from a record base's record (NULL: the run's own)
     Index("ix_trials_workload_latency", "workload_id", "latency"),
 )
 

@@ -356,7 +356,7 @@ class SQLAlchemyStore(Store):
                  "target": t.target, "record": t.record, "candidate": t.candidate,
                  "run_secs": json.dumps(list(t.run_secs)), "latency": ranking_latency(t.record, t.run_secs),
                  "error": t.error, "message": t.message, "build_seconds": t.build_seconds,
-                 "run_seconds": t.run_seconds, "timestamp": t.timestamp} for t in trials]
+                 "run_seconds": t.run_seconds, "timestamp": t.timestamp, "origin": t.origin} for t in trials]
         with self._writer.begin() as conn:
             if owner is not None and not conn.execute(
                     update(s.runs).where(s.runs.c.id == run, s.runs.c.owner == owner)
@@ -377,7 +377,7 @@ class SQLAlchemyStore(Store):
     def _trial(row, records: bool = True) -> StoredTrial:
         return StoredTrial(row.workload_id, row.record if records else None, tuple(json.loads(row.run_secs)),
                            row.error, row.message, row.task_index, row.slot, row.target, row.candidate,
-                           row.build_seconds, row.run_seconds, row.timestamp)
+                           row.build_seconds, row.run_seconds, row.timestamp, row.origin)
 
     def get_trials(self, run: int | None = None, *, records: bool = True) -> list[StoredTrial]:
         columns = [c for c in s.trials.c if records or c.name != "record"]
