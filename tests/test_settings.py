@@ -51,9 +51,11 @@ def test_an_old_form_gets_the_values_its_run_was_tuned_with():
     assert dataclasses.replace(settings, diminishing=-0.25).check_interval == checks.DEFAULT_EVERY
     assert set(ADDED_KEYS) == {"share", "warm_start", "evaluator", "cost_model", "runner", "goal", "energy_budget",
                                "diminishing", "check_every", "energy_meter", "candidate_filter", "give_up",
-                               "references", "timing_rounds", "time_untuned"}
+                               "references", "timing_rounds", "time_untuned", "pretrained"}
     # finished as every run was before its finish was stored: references timed, the default rounds, untuned estimated
     assert (settings.references, settings.timing_rounds, settings.time_untuned) == (True, timing.ROUNDS, False)
+    # tuned from an untrained cost model, as every run was before a pretrained one shipped
+    assert settings.pretrained is False and RunSettings().pretrained is True
 
 
 @pytest.mark.parametrize("stored,mode", [(True, "same-anchor"), (False, "off")])
@@ -93,6 +95,7 @@ def test_settings_that_are_not_a_runs_are_refused_in_one_line(data, expected):
     ({"timing_rounds": 0}, "timing rounds must be a whole number of at least 1, got 0"),
     ({"references": "no"}, "references must be true or false"),
     ({"time_untuned": 1}, "time untuned must be true or false"),
+    ({"pretrained": "yes"}, "pretrained must be true or false"),
 ])
 def test_bad_settings_are_refused(changes, expected):
     with pytest.raises(InputError, match=expected):
@@ -169,6 +172,7 @@ def test_the_cli_leaves_every_unset_option_to_the_settings_and_shows_their_defau
                            (["--no-share", "--share", "off"], "off")):
         assert cli._tune_options(cli._parser().parse_args(["tune", "m", *options]))["share"] == share
     assert cli._tune_options(cli._parser().parse_args(["tune", "m", "--no-warm-start"]))["warm_start"] is False
+    assert cli._tune_options(cli._parser().parse_args(["tune", "m", "--no-pretrained"]))["pretrained"] is False
     assert cli._tune_options(cli._parser().parse_args(["tune", "m", "--cache-flush"]))["measure"] == \
         dataclasses.replace(defaults.measure, enable_cpu_cache_flush=True)
     assert f"(default {defaults.share}:" in shown
