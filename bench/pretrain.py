@@ -97,6 +97,33 @@ def fit(feats: Features, keep: np.ndarray, *, seed: int, rounds: int, nthread: i
                              nthread=nthread)
 
 
+def load(paths: list[str]) -> dict[str, tuple[list[tuple[str, dict]], Features]]:
+    """The dataset files ``paths`` by ISA class: each class's ``(path, data)`` and their trials' features (the
+    workloads of each file its own groups); a file of a CPU without an ISA class is skipped, and so is a class
+    none of whose trials replays."""
+    by_class: dict[str, list[tuple[str, dict]]] = {}
+    for path in paths:
+        data = dataset.read(path)
+        isa = data["cpu"]["isa_class"]
+        if isa is None:
+            print(f"pretrain: {path} is of a CPU without an ISA class tunewise ships models for; skipped",
+                  file=sys.stderr)
+            continue
+        by_class.setdefault(isa, []).append((path, data))
+    loaded = {}
+    for isa, parts in by_class.items():
+        merged = [features(data) for _, data in parts]
+        feats = Features([x for f in merged for x in f.per_store], np.concatenate([f.latencies for f in merged]),
+                         np.concatenate([f.workloads + 10**9 * n for n, f in enumerate(merged)]),
+                         np.concatenate([f.models for f in merged]), np.concatenate([f.order for f in merged]),
+                         merged[0].width)
+        if not feats.per_store:
+            print(f"pretrain: no trial of {isa} replays; nothing written", file=sys.stderr)
+            continue
+        loaded[isa] = (parts, feats)
+    return loaded
+
+
 def main(argv: list[str] | None = None) -> list[str]:
     from tunewise import cost_models, tvm_env
     from tunewise.cost_models import _pretrained
@@ -108,25 +135,8 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="XGBoost threads (1: the same file on any machine)")
     args = parser.parse_args(argv)
-    by_class: dict[str, list[tuple[str, dict]]] = {}
-    for path in args.datasets:
-        data = dataset.read(path)
-        isa = data["cpu"]["isa_class"]
-        if isa is None:
-            print(f"pretrain: {path} is of a CPU without an ISA class tunewise ships models for; skipped",
-                  file=sys.stderr)
-            continue
-        by_class.setdefault(isa, []).append((path, data))
     written = []
-    for isa, parts in sorted(by_class.items()):
-        merged = [features(data) for _, data in parts]
-        feats = Features([x for f in merged for x in f.per_store], np.concatenate([f.latencies for f in merged]),
-                         np.concatenate([f.workloads + 10**9 * n for n, f in enumerate(merged)]),  # per-file groups
-                         np.concatenate([f.models for f in merged]), np.concatenate([f.order for f in merged]),
-                         merged[0].width)
-        if not feats.per_store:
-            print(f"pretrain: no trial of {isa} replays; nothing written", file=sys.stderr)
-            continue
+    for isa, (parts, feats) in sorted(load(args.datasets).items()):
         booster = fit(feats, np.ones(len(feats.per_store), dtype=bool), seed=args.seed, rounds=args.rounds,
                       nthread=args.threads)
         trained = {"datasets": [os.path.basename(p) for p, _ in parts],

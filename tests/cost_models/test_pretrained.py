@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from tunewise import cost_models, schedulers, session, stores
+from tunewise import cli, cost_models, schedulers, session, stores
 from tunewise.cost_models import _pretrained, _xgb
 from tunewise.errors import InputError
 
@@ -64,8 +64,8 @@ def test_a_corrupt_or_foreign_file_is_a_one_line_error(tmp_path):
     assert "\n" not in str(err.value) and "--no-pretrained" in str(err.value)
 
 
-def _session(model, measurer, pretrained: bool, **kwargs):
-    store = stores.create("sqlite://")
+def _session(model, measurer, pretrained: bool, url: str = "sqlite://", **kwargs):
+    store = stores.create(url)
     run = store.create_run(model.name, str(model.target), "round-robin", {})
     return session.Session(model, schedulers.create("round-robin"), session.Budget(max_trials=4), measurer, store,
                            run, trials_per_slot=2, share="off", pretrained=pretrained, **kwargs)
@@ -82,11 +82,17 @@ def test_without_a_model_for_the_class_or_with_the_flag_off_the_model_is_cold(tr
 
 
 def test_a_run_ranks_its_first_slots_by_the_model_and_boosts_it_with_its_own_trials(trained, tiny_mlp, measurer,
-                                                                                    monkeypatch):
+                                                                                    monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(_pretrained, "FOLDER", os.path.dirname(trained[1]))
-    first = _session(tiny_mlp, measurer, True)
+    url = f"sqlite:///{tmp_path}/tunewise.db"
+    first = _session(tiny_mlp, measurer, True, url)
     first.run()
     assert first.prior is not None and first.pretrained_tasks == len(tiny_mlp.tasks)
+    # tunewise show says so, as the run's artifact records it
+    first.store.add_artifact(first.run_id, str(tmp_path / "out"), {"latency_s": 1e-3,
+                                                                   "pretrained_tasks": first.pretrained_tasks})
+    assert cli.main(["show", str(first.run_id), "--store", url]) == 0
+    assert "2 of 2 tasks ranked by the pretrained cost model from their first slot" in capsys.readouterr().out
     assert all(s.context is not None for s in first._searches)  # searched (ranked), never sampled blindly
     booster = first.cost_model.booster  # boosted on from the prior with the run's trials
     assert booster is not None and booster.num_boosted_rounds() == 4 + _xgb.ONLINE_ROUNDS
