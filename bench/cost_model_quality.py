@@ -15,8 +15,9 @@ workloads, then over the models.
   reported exactly);
 - after ``n`` of the model's own trials (``--own``, in the order its run measured them), ranking the rest:
   ``cold-trained`` (MetaSchedule's ``XGBModel`` fitted on those alone, as the cold model is once warmed up),
-  ``continued`` (the pretrained booster boosted ``ONLINE_ROUNDS`` more rounds on them, what a run does) and
-  ``blend`` (the mean of the pretrained and the cold-trained scores, each ranked first).
+  ``continued`` (the pretrained booster boosted ``CONTINUED_ROUNDS`` more rounds on them) and ``blend`` (the
+  mean of the ranks by the pretrained and the cold-trained boosters, what a run does:
+  :class:`tunewise.cost_models.XGB`).
 
 Writes ``bench/results/current/cost-model-quality-ISA.json`` (``--out``) with provenance.
 """
@@ -33,6 +34,7 @@ import provenance
 from scipy import stats
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+CONTINUED_ROUNDS = 20  # trees the pretrained booster grows on a model's own trials in the "continued" variant
 
 
 def _rank(scores: np.ndarray) -> np.ndarray:
@@ -94,7 +96,7 @@ def evaluate(feats, *, rounds: int, seed: int, k: int, own: list[int], min_trial
             ys = _pretrained.relative_throughput(feats.latencies[seen], feats.workloads[seen])
             cold = _xgb.XGB(seed=seed, num_warmup_samples=0, num_tuning_cores=1, verbose_eval=0)
             cold._train(xs, ys)
-            continued = _pretrained.boost(xs, ys, seed=seed, rounds=_xgb.ONLINE_ROUNDS, prior=booster, nthread=1)
+            continued = _pretrained.boost(xs, ys, seed=seed, rounds=CONTINUED_ROUNDS, prior=booster, nthread=1)
             test = [feats.per_store[i] for i in rest]
             cold_scores = _pretrained.predict(cold.booster, test)
             prior_scores = _pretrained.predict(booster, test)

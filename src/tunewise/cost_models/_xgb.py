@@ -9,8 +9,6 @@ from tvm.s_tir.meta_schedule.cost_model import XGBModel
 
 from tunewise.cost_models import _pretrained
 
-ONLINE_ROUNDS = 20  # trees a pretrained model grows on the run's own data at each retraining
-
 
 @derived_object
 class XGB(XGBModel._cls):
@@ -24,9 +22,11 @@ class XGB(XGBModel._cls):
     the first update that reaches ``num_warmup_samples``. Every other keyword argument is ``XGBModel``'s.
 
     With ``prior`` (a :class:`~tunewise.cost_models._pretrained.Prior`) there is no warm-up: the prior's
-    booster scores candidates until the first update, and each retraining (as the stock model retrains, once
-    its data has grown by a fifth) boosts ``ONLINE_ROUNDS`` more trees from the prior on the run's data, so the
-    model keeps what it was pretrained with and learns the run's workloads.
+    booster scores candidates until the first update; from then on the run's own booster is trained at each
+    update as the stock model trains it (on the run's data alone, once it has grown by a fifth), and a
+    candidate's score is the mean of its ranks among the candidates scored, by the prior and by the run's
+    booster. The blend ranked held-out workloads better than boosting on from the prior
+    (``bench/cost_model_quality.py``).
     """
 
     def __init__(self, *, seed: int = 0, prior: _pretrained.Prior | None = None, **kwargs):
@@ -36,11 +36,7 @@ class XGB(XGBModel._cls):
         self.prior = prior
 
     def _train(self, xs, ys) -> None:
-        if self.prior is not None:
-            self.booster = _pretrained.boost(xs, ys, seed=self.config.seed, rounds=ONLINE_ROUNDS, config=self.config,
-                                             prior=self.prior.booster, nthread=self.config.nthread)
-            return
-        if self.data_size < self.num_warmup_samples:
+        if self.prior is None and self.data_size < self.num_warmup_samples:
             self.last_train_size = 0  # so the update that reaches the warm-up trains
             return
         super()._train(xs, ys)
@@ -48,8 +44,17 @@ class XGB(XGBModel._cls):
     def predict(self, context, candidates) -> np.ndarray:
         if self.prior is not None:
             features = [x.numpy().astype("float32") for x in self.extractor.extract_from(context, candidates)]
-            booster = self.prior.booster if self.booster is None else self.booster
-            return _pretrained.predict(booster, features).astype("float64")
+            prior = _pretrained.predict(self.prior.booster, features)
+            if self.booster is None:
+                return prior.astype("float64")
+            return (_ranks(prior) + _ranks(_pretrained.predict(self.booster, features))) / (2.0 * len(features))
         if self.data_size >= self.num_warmup_samples and self.booster is not None:
             return super().predict(context, candidates)
         return self._rng.uniform(size=len(candidates))
+
+
+def _ranks(scores: np.ndarray) -> np.ndarray:
+    """Each score's rank among ``scores``, from 1 (the lowest); ties in the order given."""
+    ranks = np.empty(len(scores))
+    ranks[np.argsort(scores, kind="stable")] = np.arange(1, len(scores) + 1)
+    return ranks
