@@ -107,7 +107,8 @@ class Session:
         self.database = stores.StoreDatabase(store, run=run, target=model.target)
         self.trials_per_slot = trials_per_slot
         num_threads = targets.num_cores(model.target)
-        prior = (cost_models.pretrained_for(model.target) if pretrained and cost_model in (None, "xgb") else None)
+        named_xgb = cost_model is None or (isinstance(cost_model, str) and cost_model == "xgb")
+        prior = cost_models.pretrained_for(model.target) if pretrained and named_xgb else None
         self.prior = prior  # the pretrained model the cost model started from (None: none)
         self.cost_model = cost_models.create(cost_model or "xgb", **(
             {} if isinstance(cost_model, ms.CostModel) else
