@@ -58,6 +58,7 @@ def _one_line_error(capsys, argv):
     (["tune", "tiny-mlp", "--energy-meter", "wattmeter"], "unknown energy meter 'wattmeter'"),
     (["tune", "--resume", "1", "--goal", "5ms"], "drop --goal"),
     (["tune", "--resume", "1", "--cache-flush"], "drop --cache-flush"),
+    (["tune", "--resume", "1", "--no-pretrained"], "drop --no-pretrained"),
     (["tune-many", "tiny-mlp", "tiny-cnn"], "give each model a budget"),
     (["tune-many", "tiny-mlp", "--trials", "8", "--policy", "pbt"], "unknown population policy 'pbt'"),
     (["tune-many", "tiny-mlp", "--trials", "8", "--round", "0s"], "bad round length '0s'"),

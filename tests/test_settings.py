@@ -51,11 +51,13 @@ def test_an_old_form_gets_the_values_its_run_was_tuned_with():
     assert dataclasses.replace(settings, diminishing=-0.25).check_interval == checks.DEFAULT_EVERY
     assert set(ADDED_KEYS) == {"share", "warm_start", "evaluator", "cost_model", "runner", "goal", "energy_budget",
                                "diminishing", "check_every", "energy_meter", "candidate_filter", "give_up",
-                               "references", "timing_rounds", "time_untuned", "records_base"}
+                               "references", "timing_rounds", "time_untuned", "records_base", "pretrained"}
     # no record base: none existed, today's runs read the bundled one
     assert settings.records_base == "off" and RunSettings().records_base == "bundled"
     # finished as every run was before its finish was stored: references timed, the default rounds, untuned estimated
     assert (settings.references, settings.timing_rounds, settings.time_untuned) == (True, timing.ROUNDS, False)
+    # tuned from an untrained cost model, as every run was before a pretrained one shipped
+    assert settings.pretrained is False and RunSettings().pretrained is True
 
 
 @pytest.mark.parametrize("stored,mode", [(True, "same-anchor"), (False, "off")])
@@ -97,6 +99,7 @@ def test_settings_that_are_not_a_runs_are_refused_in_one_line(data, expected):
     ({"time_untuned": 1}, "time untuned must be true or false"),
     ({"records_base": 3}, "records base must be 'bundled', 'off' or a file's path, got 3"),
     ({"records_base": "/no/such/base.json.gz"}, "record base /no/such/base.json.gz is not a file"),
+    ({"pretrained": "yes"}, "pretrained must be true or false"),
 ])
 def test_bad_settings_are_refused(changes, expected):
     with pytest.raises(InputError, match=expected):
@@ -173,6 +176,7 @@ def test_the_cli_leaves_every_unset_option_to_the_settings_and_shows_their_defau
                            (["--no-share", "--share", "off"], "off")):
         assert cli._tune_options(cli._parser().parse_args(["tune", "m", *options]))["share"] == share
     assert cli._tune_options(cli._parser().parse_args(["tune", "m", "--no-warm-start"]))["warm_start"] is False
+    assert cli._tune_options(cli._parser().parse_args(["tune", "m", "--no-pretrained"]))["pretrained"] is False
     assert cli._tune_options(cli._parser().parse_args(["tune", "m", "--cache-flush"]))["measure"] == \
         dataclasses.replace(defaults.measure, enable_cpu_cache_flush=True)
     assert f"(default {defaults.share}:" in shown

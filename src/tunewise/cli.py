@@ -141,6 +141,10 @@ def _parser() -> argparse.ArgumentParser:
                       help="the record base new tasks also start from where the store has no record of their "
                            "workload: a base file (tunewise records build), or off (default: the one tunewise ships "
                            "for this CPU's instruction-set class, when it ships one)")
+    tune.add_argument("--no-pretrained", action="store_true",
+                      help="start the cost model untrained, its first candidates of each task sampled at random "
+                           "(by default it starts from the pretrained model shipped for this CPU's ISA class, "
+                           "where there is one)")
     tune.add_argument("--graph-level", help=f"graph passes: {', '.join(graph.LEVELS)} "
                       "(default: winograd on a CPU, nhwc on a GPU)")
     tune.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
@@ -294,7 +298,8 @@ def _tune_options(args) -> dict:
                "scheduler": args.scheduler, "trials_per_slot": _whole("--trials-per-slot", args.trials_per_slot),
                "level": args.graph_level, "seed": _whole("--seed", args.seed, minimum=0),
                "evaluator": args.evaluator, "cost_model": args.cost_model, "output": args.output,
-               "share": _share(args), "warm_start": False if args.no_warm_start else None, "goal": args.goal,
+               "share": _share(args), "warm_start": False if args.no_warm_start else None,
+               "pretrained": False if args.no_pretrained else None, "goal": args.goal,
                "records_base": args.records_base,
                "energy_budget": parse_energy(args.energy_budget) if args.energy_budget is not None else None,
                "diminishing": _number("--diminishing", args.diminishing),
@@ -335,8 +340,8 @@ def _cmd_tune(args) -> int:
                "energy_budget", "diminishing", "check_every", "energy_meter", "candidate_filter", "share", "runner",
                "cache_flush", "give_up", "records_base")
         fixed = [f"--{name.replace('_', '-')}" for name in own if getattr(args, name) is not None]
-        fixed += [flag for flag, given in (("--no-share", args.no_share), ("--no-warm-start", args.no_warm_start))
-                  if given]
+        fixed += [flag for flag, given in (("--no-share", args.no_share), ("--no-warm-start", args.no_warm_start),
+                                           ("--no-pretrained", args.no_pretrained)) if given]
         if fixed or args.input_shape:
             dropped = ", ".join(fixed) or "--input-shape"
             raise InputError(f"--resume continues a run with its own settings; drop {dropped}")
@@ -360,6 +365,8 @@ def _cmd_tune(args) -> int:
         from tunewise.report import base_line
 
         print(f"record base      {base_line(result.base_tasks, result.tasks, result.records_base)}")
+    if result.pretrained_tasks:
+        print(pretrained_line(result.pretrained_tasks, result.tasks))
     timed = result.untuned_latency is not None
     untuned = result.untuned_latency if timed else result.untuned_estimate
     if math.isfinite(untuned):
@@ -538,7 +545,16 @@ def _cmd_show(args) -> int:
     print("\n".join(report.run_table(report.summarize(store, run))))
     for artifact in store.get_artifacts(run):
         print(f"artifact {artifact.path}: {artifact.metadata.get('latency_s', math.nan) * 1e3:.3f} ms")
+    artifacts = store.get_artifacts(run)
+    if artifacts and artifacts[-1].metadata.get("pretrained_tasks"):
+        print(pretrained_line(artifacts[-1].metadata["pretrained_tasks"], len(store.get_tasks(run))))
     return 0
+
+
+def pretrained_line(ranked: int, tasks: int) -> str:
+    """The summary line saying how many of ``tasks`` tasks the pretrained cost model ranked from their first
+    slot."""
+    return f"pretrained       {ranked} of {tasks} tasks ranked by the pretrained cost model from their first slot"
 
 
 def _cmd_report(args) -> int:

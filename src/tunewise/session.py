@@ -78,14 +78,17 @@ class Session:
     :data:`tunewise.sharing.MODES` name and ``warm_start`` lets new tasks start from other runs' records (see
     the module docstring); ``records_base`` (:func:`tunewise.sharing.open_base`; ``None``: none) gives a new
     task the record base's records where the store has none of its workload, each measured here as a trial
-    of the run, stored with :data:`~tunewise.stores.FROM_BASE` as its origin. ``forecaster``
-    (:class:`~tunewise.forecast.Forecaster`) forecasts the model latency after every slot: the ledger's
-    snapshots carry it, and each slot's forecast is stored with its checkpoint.
+    of the run, stored with :data:`~tunewise.stores.FROM_BASE` as its origin. ``pretrained`` starts the
+    ``"xgb"`` cost model (``cost_model`` ``None`` or ``"xgb"``) from the pretrained model shipped for the
+    target's ISA class, where there is one (:func:`tunewise.cost_models.pretrained_for`): each task's first
+    slot is then searched and ranked by it rather than sampled at random, and :attr:`pretrained_tasks` counts
+    the tasks it ranked so. ``forecaster`` (:class:`~tunewise.forecast.Forecaster`) forecasts the model latency
+    after every slot: the ledger's snapshots carry it, and each slot's forecast is stored with its checkpoint.
     """
 
     def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int, *, trials_per_slot: int = 16,
                  search_batch: int | None = None, cost_model=None, seed: int = 0, share: str = "same-anchor",
-                 warm_start: bool = True, records_base: sharing.BaseIndex | None = None,
+                 warm_start: bool = True, records_base: sharing.BaseIndex | None = None, pretrained: bool = False,
                  callbacks: Sequence[Callback | str] = (), owner: str | None = None,
                  deadline: Callable[[Snapshot], float] | None = None, stoppers: Sequence = (),
                  meter: EnergyMeter | None = None, checker: ModelCheck | None = None,
@@ -106,8 +109,13 @@ class Session:
         self.database = stores.StoreDatabase(store, run=run, target=model.target)
         self.trials_per_slot = trials_per_slot
         num_threads = targets.num_cores(model.target)
-        self.cost_model = cost_models.create(cost_model or "xgb", **({} if isinstance(cost_model, ms.CostModel)
-                                             else {"seed": seed, "num_tuning_cores": num_threads}))
+        named_xgb = cost_model is None or (isinstance(cost_model, str) and cost_model == "xgb")
+        prior = cost_models.pretrained_for(model.target) if pretrained and named_xgb else None
+        self.prior = prior  # the pretrained model the cost model started from (None: none)
+        self.cost_model = cost_models.create(cost_model or "xgb", **(
+            {} if isinstance(cost_model, ms.CostModel) else
+            {"seed": seed, "num_tuning_cores": num_threads, **({} if prior is None else {"prior": prior})}))
+        self.pretrained_tasks = 0  # tasks whose first slot the pretrained model ranked (in this process)
         self.callbacks = CallbackList(callbacks)
         self.pace = timebudget.SlotPace()
         self.trials: list[StoredTrial] = []
@@ -129,7 +137,7 @@ class Session:
         self.ledger = Ledger(
             model.tasks, scheduler, budget, trials_per_slot=trials_per_slot, clock=lambda: self.elapsed,
             seconds_left=None if deadline is None else (lambda snapshot: deadline(snapshot) - time.perf_counter()),
-            pace=self.pace, searching=lambda k, n: self._searches[k].searches(n, untrained=not self.trials),
+            pace=self.pace, searching=lambda k, n: self._searches[k].searches(n, untrained=self._untrained),
             stoppers=stoppers, joules=None if meter is None else self.joules, forecaster=forecaster)
         self._attach()
 
@@ -157,6 +165,11 @@ class Session:
 
     def snapshot(self) -> Snapshot:
         return self.ledger.snapshot()
+
+    @property
+    def _untrained(self) -> bool:
+        """Whether the cost model knows nothing yet: no trial measured, and no pretrained model."""
+        return not self.trials and self.prior is None
 
     # -- resuming ----------------------------------------------------------------------------------------
     def _attach(self) -> None:
@@ -279,7 +292,7 @@ class Session:
         """Propose, measure and record ``slot``. An ``opening`` slot (the ledger did not hand it out) is followed
         by the default latencies, and then recorded as the run's choice (:meth:`Ledger.recorded`)."""
         k, n, search = slot.task, slot.n, self._searches[slot.task]
-        searching = slot.source is None and search.searches(n, untrained=not self.trials)
+        searching = slot.source is None and search.searches(n, untrained=self._untrained)
         before = dataclasses.replace(self.snapshot(), slot=slot.index)  # the run as the slot in flight found it
 
         readings = {}  # the run's joules as each phase of the slot began
@@ -356,11 +369,13 @@ class Session:
         shared = search.adopt(given, self.database, self.cost_model, max_trials)
         if shared or slot.source is not None:
             return shared, shared, 0
+        if self.prior is not None and not (self.ledger.snapshot().tasks[k].trials or search.seen):
+            self.pretrained_tasks += 1
         if self.filter is None:
-            return search.propose(n, self.database, self.cost_model, max_trials, untrained=not self.trials), [], 0
+            return search.propose(n, self.database, self.cost_model, max_trials, untrained=self._untrained), [], 0
         workload = self.database.workload(self._workloads[k])
         proposed, skipped = search.propose_unskipped(n, self.database, self.cost_model, max_trials, self.filter,
-                                                     self._workloads[k], workload, untrained=not self.trials)
+                                                     self._workloads[k], workload, untrained=self._untrained)
         return proposed, [], skipped
 
     def _slot_joules(self, at_start: float) -> float | None:

@@ -11,8 +11,9 @@ Runs stored with fewer keys are read by :meth:`RunSettings.from_json` with the v
 only runner there was), no stop rule and no model checks (``goal``, ``energy_budget``, ``diminishing``,
 ``check_every``, ``give_up`` ``None``), the ``"auto"`` energy meter and no candidate filter, and the finish every
 run had before its finish was a setting (``references`` true, ``timing_rounds`` :data:`tunewise.timing.ROUNDS`,
-``time_untuned`` false), and ``records_base`` ``"off"`` (no run read a record base before record bases
-existed). A ``check_every`` stored as ``None`` is the rule such runs were tuned with: checks only
+``time_untuned`` false), ``records_base`` ``"off"`` (no run read a record base before record bases
+existed), and no pretrained cost model (``pretrained`` false). A ``check_every`` stored as ``None`` is the rule
+such runs were tuned with: checks only
 with a goal or ``diminishing``. A ``share`` stored as true or false (the form before sharing had modes) reads as
 ``"same-anchor"`` or ``"off"``, what those runs were tuned with. Every other key has been stored since runs had
 settings, so settings without one are not a tuning run's, and are refused.
@@ -41,7 +42,7 @@ ADDED_KEYS: Mapping[str, object] = {"share": "off", "warm_start": False, "evalua
                                     "runner": "local", "goal": None, "energy_budget": None, "diminishing": None,
                                     "check_every": None, "energy_meter": "auto", "candidate_filter": None,
                                     "give_up": None, "references": True, "timing_rounds": timing.ROUNDS,
-                                    "time_untuned": False, "records_base": sharing.OFF}
+                                    "time_untuned": False, "records_base": sharing.OFF, "pretrained": False}
 """Keys a stored run may lack, each with the value the runs stored without it were tuned with."""
 
 
@@ -80,6 +81,11 @@ class RunSettings:
     onnxruntime beside the tuned model (on a GPU: PyTorch eager, its CUDA graph and ``tunewise.runtime.aot``),
     ``timing_rounds`` is how many rounds the models are timed in (:mod:`tunewise.timing`; fewer finish sooner,
     with rougher latencies), and ``time_untuned`` compiles the untuned model and times it beside the tuned one.
+
+    ``pretrained`` starts the ``"xgb"`` cost model from the pretrained model shipped for the target's ISA class
+    (:func:`tunewise.cost_models.pretrained_for`), where one is shipped: it ranks each task's candidates from
+    its first slot and keeps learning from the run's measurements. Other cost models, and targets without a
+    shipped model, tune as without it.
     """
 
     source: str | None = None
@@ -107,6 +113,7 @@ class RunSettings:
     timing_rounds: int = timing.ROUNDS
     time_untuned: bool = False
     records_base: str = sharing.BUNDLED
+    pretrained: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "input_shapes", {k: tuple(v) for k, v in self.input_shapes.items()})
@@ -126,7 +133,7 @@ class RunSettings:
             raise InputError(f"trials per slot must be positive, got {self.trials_per_slot}")
         if not _whole(self.timing_rounds) or self.timing_rounds < 1:
             raise InputError(f"timing rounds must be a whole number of at least 1, got {self.timing_rounds!r}")
-        for name in ("references", "time_untuned"):
+        for name in ("references", "time_untuned", "pretrained"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name.replace('_', ' ')} must be true or false, got {getattr(self, name)!r}")
         if not _whole(self.seed) or self.seed < 0:

@@ -38,6 +38,20 @@ _HOST_INTRINSICS = {"x86_64": ("x86",), "AMD64": ("x86",), "aarch64": ("arm_cpu"
 _INTRINSICS_BY_KIND = {"llvm": _HOST_INTRINSICS.get(platform.machine(), ("x86", "arm_cpu")), "c": (), "cuda": ()}
 
 
+def versions() -> dict[str, str]:
+    """The tunewise and TVM versions of this process (``"unknown"`` for a tunewise not installed as a package),
+    recorded with every artifact and every dataset and pretrained model made from runs."""
+    from importlib import metadata
+
+    import tvm
+
+    try:
+        version = metadata.version("tunewise")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return {"tunewise": version, "tvm": tvm.__version__}
+
+
 def import_tvm() -> None:
     """Import TVM, without PyTorch unless it is imported already.
 

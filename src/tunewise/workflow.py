@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tunewise import energy, stores, zoo
+from tunewise import energy, stores, tvm_env, zoo
 from tunewise import timing as timings
 from tunewise.budget import Budget
 from tunewise.callbacks import Callback, CallbackList
@@ -72,6 +72,7 @@ class TuneResult:
     since_check: dict | None = None  # a model a check read, timed again after tuning (tunewise.finish.Finished)
     base_tasks: int = 0  # tasks that started from a record base's records (tunewise.sharing.RecordBase)
     records_base: str | None = None  # the run's records_base setting
+    pretrained_tasks: int = 0  # tasks whose first slot the pretrained cost model ranked (this sitting's)
 
     def references(self) -> dict[str, float]:
         """The references timed beside the tuned model, by their names in :data:`tunewise.timing.REFERENCES`."""
@@ -297,6 +298,7 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
                       graph_level=model.level, scheduler=type(loop.scheduler).__name__, run=run,
                       trials=summary.trials, failures=summary.failures, tuning_seconds=summary.elapsed,
                       evaluator=settings.evaluator, cost_model=settings.cost_model, shared_trials=loop.shared,
+                      pretrained_tasks=loop.pretrained_tasks, versions=tvm_env.versions(),
                       latency_estimate_history=[list(point) for point in loop.history]),
                   checked=None if loop.checker is None else loop.checker.fastest_before(final.trials),
                   built=None if loop.checker is None else loop.checker.holding(final.trials),
@@ -306,11 +308,12 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     phases["compile"] = time.perf_counter() - start - sum(phases.values())
     return _result(summary, done, name=model.name, phases=phases,
                    decision_seconds=loop.decision_seconds, shared=loop.shared, stopped_by=loop.ledger.stopped_by,
-                   meter=loop.meter, joules_parts={} if before else parts)
+                   meter=loop.meter, joules_parts={} if before else parts, pretrained_tasks=loop.pretrained_tasks)
 
 
 def _result(summary: RunSummary, done: Finished, *, name: str, phases: dict[str, float], decision_seconds: float,
-            shared: int, stopped_by: str | None, meter, joules_parts: dict[str, float]) -> TuneResult:
+            shared: int, stopped_by: str | None, meter, joules_parts: dict[str, float],
+            pretrained_tasks: int) -> TuneResult:
     """The :class:`TuneResult` of a finished run: what the run did as its store tells it (``summary``), what
     the finishing step measured (``done``), and what the tuning process alone knows (``joules_parts``: the
     tuning's energy by device, when the run was tuned in one sitting)."""
@@ -326,7 +329,7 @@ def _result(summary: RunSummary, done: Finished, *, name: str, phases: dict[str,
                       joules_parts=joules_parts, records=done.metadata.get("records", "final"),
                       final_latency=done.metadata.get("final_records_latency_s"), untuned_estimate=summary.untuned,
                       ratios=done.ratios, since_check=done.since_check, base_tasks=summary.base_tasks,
-                      records_base=summary.run.settings.get("records_base"))
+                      records_base=summary.run.settings.get("records_base"), pretrained_tasks=pretrained_tasks)
 
 
 def _energy_parts(meter) -> dict[str, float]:

@@ -6,7 +6,8 @@ follows MetaSchedule's contract: ``update(context, candidates, results)`` after 
 In tunewise it also takes a ``seed`` and draws every random number from its own generator, never from the
 global RNG. :func:`create` builds one from its name:
 
-- ``"xgb"``: MetaSchedule's ``XGBModel`` (:class:`XGB`, seeded);
+- ``"xgb"``: MetaSchedule's ``XGBModel`` (:class:`XGB`, seeded), started from the pretrained model shipped for
+  the target's ISA class (:func:`pretrained_for`, a :class:`Prior`) when given one as ``prior``;
 - ``"rfei"``: AdaTune's random forest with expected improvement and uncertainty-driven exploration
   (:class:`RFEI`, on the TVM-free core :class:`ForestEI`).
 
@@ -24,8 +25,12 @@ import importlib
 from tunewise import _factory
 from tunewise.cost_models._features import aggregate
 from tunewise.cost_models._forest import ForestEI, exploration_share
+from tunewise.cost_models._pretrained import Prior
+from tunewise.cost_models._pretrained import for_target as pretrained_for
+from tunewise.cost_models._pretrained import load as load_pretrained
 
-__all__ = ["RFEI", "XGB", "ForestEI", "aggregate", "create", "exploration_share", "names"]
+__all__ = ["RFEI", "XGB", "ForestEI", "Prior", "aggregate", "create", "exploration_share", "load_pretrained", "names",
+           "pretrained_for"]
 
 _LAZY = {"RFEI": "tunewise.cost_models._rfei", "XGB": "tunewise.cost_models._xgb"}
 _REGISTRY = {"xgb": lambda: _lazy("XGB"), "rfei": lambda: _lazy("RFEI")}
