@@ -91,7 +91,9 @@ def test_the_page_draws_what_the_store_holds(store_file, tmp_path):
     for run in (1, 2):
         tasks, trials = store.get_tasks(run), store.get_trials(run, records=False)
         curves = figs[f"run{run}-tasks"]["data"]
-        assert sorted(trace["name"] for trace in curves) == sorted(task_label(t.index, t.name) for t in tasks)
+        tuned = {t.task for t in trials}
+        assert sorted(trace["name"] for trace in curves) == sorted(
+            task_label(t.index, t.name) + ("" if t.index in tuned else " (not tuned)") for t in tasks)
         for trace in curves:
             task = tasks[int(trace["name"].split()[0][1:])]
             assert task.name in trace["hovertemplate"]
@@ -177,9 +179,9 @@ def test_a_real_tuned_and_compiled_run(tmp_path, cli_run):
                 [artifact.metadata[key] * 1e3] * (1 if own else 2))
     assert "run 1: tuned TVM (compiled)" in latency
     assert "run 1: untuned TVM (compiled)" not in latency  # not timed unless asked (--time-untuned)
-    tasks = store.get_tasks(1)
+    tasks, tuned = store.get_tasks(1), {t.task for t in store.get_trials(1, records=False)}
     assert sorted(trace["name"] for trace in figs["run1-tasks"]["data"]) == sorted(
-        task_label(t.index, t.name) for t in tasks)
+        task_label(t.index, t.name) + ("" if t.index in tuned else " (not tuned)") for t in tasks)
     assert len(figs["run1-timeline"]["data"][0]["y"]) == len(store.get_checkpoints(1))
     failed = Counter(report.failure_kind(t.error) for t in store.get_trials(1, records=False) if t.error)
     if failed:
