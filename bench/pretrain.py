@@ -1,10 +1,10 @@
 """Train the pretrained cost models tunewise ships, one per ISA class, from the dataset files of bench/dataset.py.
 
     .venv/bin/python bench/pretrain.py /work/dataset/tunewise-dataset-v1-avx2-znver2.json.gz
-    .venv/bin/python bench/pretrain.py DATASET... --out src/tunewise/cost_models/pretrained --rounds 200
+    .venv/bin/python bench/pretrain.py DATASET... --out src/tunewise/knowledge --rounds 200
 
 Each dataset file holds one CPU's trials; the files of one ISA class (:func:`tunewise.target.isa_class`) train
-one booster, written to ``OUT/ISA.json.gz`` (:mod:`tunewise.cost_models._pretrained`). The features are
+one booster, written to ``OUT/cost-model-ISA.json.gz`` (:mod:`tunewise.cost_models._pretrained`). The features are
 MetaSchedule's ``PerStoreFeature`` of each record's scheduled module, as its ``XGBModel`` extracts them; the
 label is the trial's throughput relative to the fastest trial of its workload; the booster is fitted as
 ``XGBModel`` fits one (its objective and configuration), seeded by ``--seed``, for ``--rounds`` rounds. The

@@ -47,7 +47,7 @@ def trained(tuned_store, isa, tmp_path_factory):
 
 def test_a_model_trained_from_a_store_loads_and_is_the_same_each_time(trained, isa, tuned_store):
     _, path, again = trained
-    assert os.path.basename(path) == f"{isa}.json.gz"
+    assert os.path.basename(path) == f"cost-model-{isa}.json.gz"
     with open(path, "rb") as a, open(again, "rb") as b:
         assert a.read() == b.read()  # seeded, single-threaded, no timestamp
     prior = cost_models.load_pretrained(path)
@@ -57,7 +57,7 @@ def test_a_model_trained_from_a_store_loads_and_is_the_same_each_time(trained, i
 
 
 def test_a_corrupt_or_foreign_file_is_a_one_line_error(tmp_path):
-    bad = tmp_path / "avx2.json.gz"
+    bad = tmp_path / "cost-model-avx2.json.gz"
     bad.write_bytes(b"not a model")
     with pytest.raises(InputError, match="cannot be read") as err:
         cost_models.load_pretrained(str(bad))

@@ -1,5 +1,5 @@
 """Pretrained cost models: an XGBoost booster trained on other runs' records, one per ISA class, shipped as package
-data (``cost_models/pretrained/ISA.json.gz``) and read when a run starts.
+data (``knowledge/cost-model-ISA.json.gz``) and read when a run starts.
 
 A file holds MetaSchedule's ``XGBModel`` booster (per-store features, ``PackSum`` objective, labels the
 throughput relative to the best of the candidate's workload, as that model trains) with what it was trained on.
@@ -22,7 +22,7 @@ from tunewise.errors import InputError
 
 FORMAT = "tunewise-pretrained-xgb"
 VERSION = 1
-FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained")
+FOLDER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "knowledge")
 EXTRACTOR = "per-store-feature"  # the features the boosters read: MetaSchedule's PerStoreFeature, its defaults
 
 
@@ -44,7 +44,7 @@ class Prior:
 
 def path_for(isa_class: str, folder: str | None = None) -> str:
     """The file of the prior for ISA class ``isa_class`` in ``folder`` (default: :data:`FOLDER`, the shipped ones)."""
-    return os.path.join(FOLDER if folder is None else folder, f"{isa_class}.json.gz")
+    return os.path.join(FOLDER if folder is None else folder, f"cost-model-{isa_class}.json.gz")
 
 
 def for_target(target, folder: str | None = None) -> Prior | None:
