@@ -37,14 +37,14 @@ def _copy(store, path):
     return stores.create(f"sqlite:///{path}")
 
 
-def _tune(model, measurer, store, base, trials=4, warm_start=False):
+def _tune(model, measurer, store, base, trials=4, warm_start=False, per_slot=2):
     from tunewise import schedulers, session
     from tunewise.callbacks import SlotLog
 
     run = store.create_run(model.name, str(model.target), "round-robin", {})
     log = SlotLog()
     loop = session.Session(model, schedulers.create("round-robin"), session.Budget(max_trials=trials), measurer,
-                           store, run, trials_per_slot=2, callbacks=[log], warm_start=warm_start,
+                           store, run, trials_per_slot=per_slot, callbacks=[log], warm_start=warm_start,
                            records_base=base)
     loop.run()
     return loop, log.events
@@ -158,6 +158,24 @@ def test_a_new_store_starts_each_task_from_the_base_records_of_its_workload(base
     summary = report.summarize(fresh, loop.run_id)
     assert summary.base_tasks == 2 and loop.shared == 0  # base trials are not counted as shared between tasks
     assert "2 of 2 tasks started from a record base's records" in "\n".join(report.run_table(summary))
+
+
+@pytest.mark.tvm
+def test_a_task_the_base_knows_starts_from_its_records_alone_however_large_the_slot(based, tiny_mlp, measurer,
+                                                                                    tmp_path):
+    _, path = based
+    base = RecordBase.read(path)
+    fresh = stores.create(f"sqlite:///{tmp_path}/fresh.db")
+    loop, events = _tune(tiny_mlp, measurer, fresh, sharing.open_base(path, tiny_mlp.target), trials=6,
+                         warm_start=True, per_slot=8)
+    first = {}
+    for e in events:
+        first.setdefault(e.task, e)
+    for k, mod in enumerate(tiny_mlp.task_mods):
+        (workload,) = [w for w in base.workloads if w.mod == fresh.get_workload(loop.database.workload_id(mod))[1]]
+        given = [t for t in fresh.get_trials(loop.run_id) if t.task == k and t.slot == first[k].slot]
+        # no fitted schedule of a similar workload beside the base's own records of this one
+        assert len(given) == len(workload.records) <= 3 and all(t.origin == stores.FROM_BASE for t in given)
 
 
 @pytest.mark.tvm

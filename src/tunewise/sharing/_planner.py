@@ -86,7 +86,7 @@ class Planner:
     def warm(self, k: int, n: int) -> list:
         """Up to ``n`` schedules of task ``k`` made elsewhere, for a task that has no trial in the run yet (the
         loop asks only then), in this order: when the store holds no record of ``k``'s workload, the base's
-        records of that same workload, as they are; with warm start, the best record of each of the stored
+        records of that same workload, as they are, and nothing else when there are such; with warm start, the best record of each of the stored
         workloads of other tasks most similar to ``k``; when the store holds none of ``k``'s, the best record
         of each of the base's most similar workloads; at most :data:`WARM_SOURCES` similar workloads in all,
         their records fitted to ``k``'s shape. The user's store wins: with records of ``k``'s workload, the
@@ -100,6 +100,8 @@ class Planner:
             for sch in self._base_same(k):
                 made.setdefault(module_hash(sch.mod), sch)
             self.from_base.update(list(made)[:n])
+            if made:  # records of this very workload beat any fitted from others, and keep the first slot short
+                return list(made.values())[:n]
         similar = 0
         if self.warm_start:
             if self._foreign is None:
