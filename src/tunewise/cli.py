@@ -366,7 +366,9 @@ def _cmd_tune(args) -> int:
 
         print(f"record base      {base_line(result.base_tasks, result.tasks, result.records_base)}")
     if result.pretrained_tasks:
-        print(pretrained_line(result.pretrained_tasks, result.tasks))
+        from tunewise.report import pretrained_line
+
+        print(f"pretrained       {pretrained_line(result.pretrained_tasks, result.tasks)}")
     timed = result.untuned_latency is not None
     untuned = result.untuned_latency if timed else result.untuned_estimate
     if math.isfinite(untuned):
@@ -547,14 +549,8 @@ def _cmd_show(args) -> int:
         print(f"artifact {artifact.path}: {artifact.metadata.get('latency_s', math.nan) * 1e3:.3f} ms")
     artifacts = store.get_artifacts(run)
     if artifacts and artifacts[-1].metadata.get("pretrained_tasks"):
-        print(pretrained_line(artifacts[-1].metadata["pretrained_tasks"], len(store.get_tasks(run))))
+        print(report.pretrained_line(artifacts[-1].metadata["pretrained_tasks"], len(store.get_tasks(run))))
     return 0
-
-
-def pretrained_line(ranked: int, tasks: int) -> str:
-    """The summary line saying how many of ``tasks`` tasks the pretrained cost model ranked from their first
-    slot."""
-    return f"pretrained       {ranked} of {tasks} tasks ranked by the pretrained cost model from their first slot"
 
 
 def _cmd_report(args) -> int:

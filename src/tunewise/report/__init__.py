@@ -22,10 +22,11 @@ from tunewise.report._html import (
 )
 from tunewise.report._plot import figure, heavy_tasks
 from tunewise.report._summary import Failure, RunSummary, TaskSummary, summarize
-from tunewise.report._text import base_line, check_text, run_table, runs_table
+from tunewise.report._text import base_line, check_text, pretrained_line, run_table, runs_table
 
 __all__ = ["COMPILED", "Failure", "RunSummary", "TaskSummary", "base_line", "check_text", "failure_kind",
-           "failures_figure", "figure", "heavy_tasks", "latency_figure", "run_table", "runs_table", "summarize",
+           "failures_figure", "figure", "heavy_tasks", "latency_figure", "pretrained_line", "run_table", "runs_table",
+           "summarize",
            "task_figure", "timeline_figure", "write", "write_page"]
 
 #: The file name endings :func:`write` takes.

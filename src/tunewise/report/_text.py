@@ -70,6 +70,11 @@ def base_line(tasks: int, of: int, setting: str | None) -> str:
     return f"{tasks} of {of} tasks started from {which} (measured here as trials of the run)"
 
 
+def pretrained_line(tasks: int, of: int) -> str:
+    """How many of a run's ``of`` tasks the pretrained cost model ranked from their first slot (``tasks``)."""
+    return f"{tasks} of {of} tasks ranked by the pretrained cost model from their first slot"
+
+
 def run_table(summary: RunSummary) -> list[str]:
     """A run's header and its per-task table: trials, failures, best latency, shares of latency and time."""
     r = summary.run

@@ -86,11 +86,11 @@ class Planner:
     def warm(self, k: int, n: int) -> list:
         """Up to ``n`` schedules of task ``k`` made elsewhere, for a task that has no trial in the run yet (the
         loop asks only then), in this order: when the store holds no record of ``k``'s workload, the base's
-        records of that same workload, as they are, and nothing else when there are such; with warm start, the best record of each of the stored
-        workloads of other tasks most similar to ``k``; when the store holds none of ``k``'s, the best record
-        of each of the base's most similar workloads; at most :data:`WARM_SOURCES` similar workloads in all,
-        their records fitted to ``k``'s shape. The user's store wins: with records of ``k``'s workload, the
-        search seeds from those and the base is not read."""
+        records of that same workload, as they are, and nothing else when there are such; with warm start,
+        the best record of each of the stored workloads of other tasks most similar to ``k``; when the store
+        holds none of ``k``'s, the best record of each of the base's most similar workloads; at most
+        :data:`WARM_SOURCES` similar workloads in all, their records fitted to ``k``'s shape. The user's store
+        wins: with records of ``k``'s workload, the search seeds from those and the base is not read."""
         from tunewise.stores._database import module_hash
 
         target = self.database.target
