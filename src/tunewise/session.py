@@ -335,16 +335,19 @@ class Session:
         self.shared += sum(key not in self.planner.from_base for _, key in shared)
         self.skipped += skipped
         elapsed, latency = self.history[-1] if trials else (self.elapsed, self.snapshot().estimated_latency())
-        self.store.add_trials(self.run_id, trials, Checkpoint(
-            slot.index, k, len(trials), elapsed, time.perf_counter() - slot_start, latency,
-            self._slot_joules(slot_joules), skipped, phase_joules, self.ledger.forecast if trials else None),
-            owner=self.owner)
-        self._in_flight = None
+        try:  # what the slot taught the search and the filter is the slot's work, in its time and energy
+            if trials:
+                search.notify(candidates, [runner_result(t) for t in trials], self.cost_model)
+                if self.filter is not None:
+                    self.filter.tell([Measured(t.workload, t.record, t.latency) for t in trials])
+        finally:  # the trials are stored whatever that learning raised
+            self.store.add_trials(self.run_id, trials, Checkpoint(
+                slot.index, k, len(trials), elapsed, time.perf_counter() - slot_start, latency,
+                self._slot_joules(slot_joules), skipped, phase_joules, self.ledger.forecast if trials else None),
+                owner=self.owner)
+            self._in_flight = None
         if not trials:
             return
-        search.notify(candidates, [runner_result(t) for t in trials], self.cost_model)
-        if self.filter is not None:
-            self.filter.tell([Measured(t.workload, t.record, t.latency) for t in trials])
         reading = None if self.meter is None else self.meter.read()
         event = SlotEvent(slot.index, k, len(trials), sum(t.error is not None for t in trials), best_before,
                           self.ledger.best(k), time.perf_counter() - slot_start, search_seconds, measure_seconds,
