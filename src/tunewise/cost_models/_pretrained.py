@@ -3,9 +3,9 @@ data (``knowledge/cost-model-ISA.json.gz``) and read when a run starts.
 
 A file holds MetaSchedule's ``XGBModel`` booster (per-store features, ``PackSum`` objective, labels the
 throughput relative to the best of the candidate's workload, as that model trains) with what it was trained on.
-:class:`~tunewise.cost_models.XGB` given one as its ``prior`` ranks by it from the first candidate and keeps
-boosting from it with the run's own measurements. ``bench/pretrain.py`` trains the files on the dataset of
-``bench/dataset.py``.
+:class:`~tunewise.cost_models.XGB` given one as its ``prior`` ranks by it from the first candidate, then by
+the mean of its ranks and those of a booster trained on the run's own measurements. ``bench/pretrain.py``
+trains the files on the dataset of ``bench/dataset.py``.
 """
 
 from __future__ import annotations
