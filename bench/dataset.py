@@ -280,7 +280,8 @@ def cpu_of(target_text: str) -> tuple[str | None, str | None]:
 
 def export(args) -> list[str]:
     """Write the dataset files of ``args.store`` to ``args.out``; their paths."""
-    from tunewise import stores, tvm_env
+    from tunewise import stores
+    from tunewise.tuning import tvm_env
 
     store = stores.create(args.store)
     parts: dict[tuple, dict] = {}

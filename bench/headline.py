@@ -12,7 +12,7 @@ by ``--seed``, into a temporary folder.
 
 Per model: one import, one extraction and one measurement of the default latencies, shared by both arms;
 PyTorch eager, onnxruntime and ``torch.compile`` (inductor, its default mode) timed one after the other in a
-fresh process (:func:`tunewise.timing.reference_latencies`), ``torch.compile``'s compilation (its first call,
+fresh process (:func:`tunewise.delivery.timing.reference_latencies`), ``torch.compile``'s compilation (its first call,
 with an empty inductor cache) timed apart. Then, one after the other, each arm tunes from an empty database
 for ``--minutes`` of tuning time:
 
@@ -26,7 +26,7 @@ for ``--minutes`` of tuning time:
 
 At each of ``--checkpoints`` (minutes of tuning time, those within the budget) and at the end, the model is
 compiled with the arm's best records so far, verified and timed in a fresh process
-(:meth:`tunewise.checks.ModelCheck.measure`, the same for both arms); the clock stops meanwhile, so neither
+(:meth:`tunewise.tuning.checks.ModelCheck.measure`, the same for both arms); the clock stops meanwhile, so neither
 arm's tuning time includes its checkpoints. Beside that *compiled* curve each arm has its estimate (the sum of
 the tasks' best latencies, weighted), after every batch.
 
@@ -61,15 +61,20 @@ import heldout_models
 import provenance
 import stock
 
-from tunewise import frontend, prepare, stores, tasks, timing, tvm_env
+from tunewise import stores
 from tunewise import target as targets
 from tunewise.callbacks import Callback
-from tunewise.checks import ModelCheck
+from tunewise.delivery import timing
+from tunewise.delivery.finish import steadiest
 from tunewise.errors import InputError
-from tunewise.finish import steadiest
+from tunewise.importing import frontend
+from tunewise.job import prepare
 from tunewise.lab.curves import ratio, time_to_quality
-from tunewise.session import Budget
+from tunewise.lowering import tasks
 from tunewise.settings import RunSettings
+from tunewise.tuning import tvm_env
+from tunewise.tuning.checks import ModelCheck
+from tunewise.tuning.session import Budget
 
 ARMS = ("stock", "tunewise")
 REFERENCES = {"eager_ms": "torch_eager", "onnxruntime_ms": "onnxruntime", "torch_compile_ms": "torch_compile"}
@@ -147,11 +152,11 @@ def run_ours(model, settings: RunSettings, measurer, seconds: float, times: list
 
 def delivered(model, checks: ModelCheck, trials: int, points, references: timing.References) -> dict | None:
     """What ``tunewise tune`` saves as the artifact: the model of the final records and the fastest model an
-    earlier check measured, timed side by side in one fresh process (:data:`tunewise.timing.ROUNDS` rounds,
+    earlier check measured, timed side by side in one fresh process (:data:`tunewise.delivery.timing.ROUNDS` rounds,
     alternating) in turn with ``references`` in another, and the faster kept, with the references' latencies
     in those rounds (``onnxruntime_ms``, ``eager_ms``) and the kept model's median ratio to each in the same
-    round (``to_onnxruntime``, ``to_eager``; :func:`tunewise.timing.time_side_by_side`), timed again as
-    ``tune`` does where the model a check read times in a slow stretch (:func:`tunewise.finish.steadiest`, with
+    round (``to_onnxruntime``, ``to_eager``; :func:`tunewise.delivery.timing.time_side_by_side`), timed again as
+    ``tune`` does where the model a check read times in a slow stretch (:func:`tunewise.delivery.finish.steadiest`, with
     no time limit; ``timings``: how many were made). ``None`` when the final check failed."""
     final, fastest = checks.holding(trials), checks.fastest_before(trials)
     if final is None:

@@ -12,7 +12,7 @@ enter the dataset the knowledge is made from): one import and one extraction sha
 its knowledge, ``cold`` (``records_base="off"``, ``pretrained=False``), ``base`` (the bundled record base
 only), ``pretrained`` (the pretrained cost model only) and ``both`` (the defaults); then the compiled models
 of every arm are timed in turn, round after round, in one process (medians), and PyTorch eager and
-onnxruntime in a fresh process (:func:`tunewise.timing.reference_latencies`). Each arm records its trials,
+onnxruntime in a fresh process (:func:`tunewise.delivery.timing.reference_latencies`). Each arm records its trials,
 its estimate and how many tasks started from the base or were ranked by the pretrained model.
 """
 
@@ -26,10 +26,15 @@ import tempfile
 import heldout_models
 import provenance
 
-from tunewise import compile as compiler
-from tunewise import frontend, prepare, session, stores, tasks, timing, tvm_env
+from tunewise import stores
 from tunewise import target as targets
+from tunewise.delivery import compile as compiler
+from tunewise.delivery import timing
+from tunewise.importing import frontend
+from tunewise.job import prepare
+from tunewise.lowering import tasks
 from tunewise.settings import RunSettings
+from tunewise.tuning import session, tvm_env
 
 ARMS = {"cold": {"records_base": "off", "pretrained": False}, "base": {"pretrained": False},
         "pretrained": {"records_base": "off"}, "both": {}}

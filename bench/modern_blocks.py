@@ -13,10 +13,10 @@ is the two full-size held-out networks, ``efficientnet-b0`` (224x224) and ``yolo
 budget of 10 minutes unless ``--time-budget`` says otherwise (2 minutes for the others).
 
 Each model is tuned in a process of its own (a crash loses that model only, recorded with its error) as
-``tunewise tune MODEL --time-budget T`` tunes it (:func:`tunewise.workflow.tune`, the default settings, a store
+``tunewise tune MODEL --time-budget T`` tunes it (:func:`tunewise.job.workflow.tune`, the default settings, a store
 of its own, ``T`` covering the whole job): import, tuning, compilation, verification against PyTorch, and the
 artifact timed in turn with onnxruntime and PyTorch eager, round by round in fresh processes
-(:func:`tunewise.timing.time_side_by_side`, as :func:`headline.delivered` times it). Then onnxruntime runs
+(:func:`tunewise.delivery.timing.time_side_by_side`, as :func:`headline.delivered` times it). Then onnxruntime runs
 the model's ONNX export with its profiler on, and its convolution and matmul nodes are paired with the run's
 tasks of the same operator (:func:`ort_kernels.pair`).
 
@@ -91,8 +91,9 @@ def kernels(store, run: int, onnx_path: str) -> dict:
     import ort_kernels
     from stored_run import run_settings
 
-    from tunewise import prepare, stores
+    from tunewise import stores
     from tunewise import target as targets
+    from tunewise.job import prepare
 
     spec = store.get_run(run)
     settings, target = run_settings(spec.settings, None, None), targets.resolve(spec.target)
@@ -108,8 +109,9 @@ def kernels(store, run: int, onnx_path: str) -> dict:
 def measure(name: str, seconds: float, seed: int, store_path: str) -> dict:
     """Tune, compile and time model ``name`` as ``tunewise tune`` does, with a time budget of ``seconds``; then
     pair onnxruntime's kernels with the run's tasks."""
-    from tunewise import stores, workflow
+    from tunewise import stores
     from tunewise.budget import Budget
+    from tunewise.job import workflow
     from tunewise.report import summarize
 
     with tempfile.TemporaryDirectory(prefix="modern-blocks-") as folder:

@@ -29,8 +29,9 @@ import networkx
 import provenance
 from stored_run import run_settings
 
-from tunewise import prepare, stores, zoo
+from tunewise import stores, zoo
 from tunewise import target as targets
+from tunewise.job import prepare
 
 PAIRED_OPS = ("Conv", "FusedConv", "MatMul", "Gemm", "FusedGemm", "FusedMatMul")
 PAIRED_TASKS = ("conv", "matmul", "dense")  # what the name of a convolution's or a matmul's task holds
@@ -91,7 +92,7 @@ def profile_onnxruntime(model_path: str, inputs, runs: int, warmup: int) -> tupl
 def best_tasks(model, store, database, run: int) -> list[dict]:
     """Each task of run ``run`` (``model``: the run's extracted model): its name, weight, best recorded latency
     (``seconds``; its default latency when it has no record: ``tuned`` false) and its arguments' dimensions."""
-    from tunewise.tasks import args_info
+    from tunewise.lowering.tasks import args_info
 
     tasks = []
     for task, mod, saved in zip(model.tasks, model.task_mods, store.get_tasks(run), strict=True):

@@ -125,8 +125,9 @@ def load(paths: list[str]) -> dict[str, tuple[list[tuple[str, dict]], Features]]
 
 
 def main(argv: list[str] | None = None) -> list[str]:
-    from tunewise import cost_models, tvm_env
+    from tunewise import cost_models
     from tunewise.cost_models import _pretrained
+    from tunewise.tuning import tvm_env
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("datasets", nargs="+", help="dataset files of bench/dataset.py export")

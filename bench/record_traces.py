@@ -1,4 +1,4 @@
-"""Record replay traces (:mod:`tunewise.replay`): every task of a zoo model tuned alone, with tunewise's loop.
+"""Record replay traces (:mod:`tunewise.lab.replay`): every task of a zoo model tuned alone, with tunewise's loop.
 
 Run by hand, never in CI (ResNet-18, 256 trials per task, 3 seeds: several hours on 2 cores)::
 
@@ -10,7 +10,7 @@ Run by hand, never in CI (ResNet-18, 256 trials per task, 3 seeds: several hours
 ``bench/traces/MODEL-GPU.json.gz``, the GPU named (``nvidia-h100-80gb-hbm3``), and its meta holds the GPU's
 description (:func:`tunewise.target.cuda_description`).
 
-For each seed ``s`` and each task ``k``, a :class:`tunewise.session.Session` tunes a one-task model (the
+For each seed ``s`` and each task ``k``, a :class:`tunewise.tuning.session.Session` tunes a one-task model (the
 extracted model with only task ``k``, by ``dataclasses.replace``) in a fresh in-memory store (so no search
 seeds from another recording), with its own XGBoost cost model, search seed ``s``,
 ``Budget(max_trials=trials)`` and the session's default slot of 16 trials; it stops early if the task's
@@ -18,7 +18,7 @@ search space runs out. Each trial's latency is what the session recorded (``inf`
 slot's cost is the session clock between the end of the previous slot (or the start) and the end of this
 one, less the scheduler's decision time: the search, the builds and runs, the records and the cost-model
 update, shared equally by the slot's trials. The default latencies are measured once, by the extraction,
-with the same :class:`tunewise.measure.MeasureConfig` as the trials.
+with the same :class:`tunewise.tuning.measure.MeasureConfig` as the trials.
 
 Writes ``bench/traces/MODEL.json.gz`` (or ``--out``) after each task, so a long recording can be stopped and
 still leave what it finished: the seeds done, and the tasks done of the seed under way in the meta's
@@ -39,10 +39,12 @@ import time
 
 import provenance
 
-from tunewise import callbacks, prepare, session, stores, tvm_env
+from tunewise import callbacks, stores
 from tunewise import target as targets
-from tunewise.replay import TaskRun, Trace, TraceTask
+from tunewise.job import prepare
+from tunewise.lab.replay import TaskRun, Trace, TraceTask
 from tunewise.settings import RunSettings
+from tunewise.tuning import session, tvm_env
 
 
 class TrialCosts(callbacks.Callback):

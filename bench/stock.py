@@ -8,11 +8,12 @@ from __future__ import annotations
 import tempfile
 
 from tunewise import target as targets
-from tunewise import tvm_env
+from tunewise.tuning import tvm_env
 
 
 def contexts(model, seed: int) -> list:
-    """A ``TuneContext`` per task of ``model`` (an :class:`~tunewise.tasks.ExtractedModel`), seeded from ``seed``."""
+    """A ``TuneContext`` per task of ``model`` (an :class:`~tunewise.lowering.tasks.ExtractedModel`), seeded from
+    ``seed``."""
     from tvm.s_tir import meta_schedule as ms
 
     return [ms.TuneContext(mod, target=model.target, space_generator="post-order-apply",
@@ -28,7 +29,7 @@ def builder():
 
 
 def runner(config):
-    """The stock runner, timing as ``config`` (a :class:`tunewise.measure.MeasureConfig`) says."""
+    """The stock runner, timing as ``config`` (a :class:`tunewise.tuning.measure.MeasureConfig`) says."""
     from tvm.s_tir import meta_schedule as ms
 
     return ms.runner.LocalRunner(evaluator_config=config.evaluator())

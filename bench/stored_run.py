@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from tunewise import prepare, stores, tvm_env
+from tunewise import stores
 from tunewise import target as targets
 from tunewise.errors import InputError
+from tunewise.job import prepare
 from tunewise.settings import RunSettings
+from tunewise.tuning import tvm_env
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,12 @@ On the 2-core VM a compiled model's latency depends on the process it lives in a
 schedules: in one ``bench/studies/schedulers/schedulers.py`` invocation two runs' models timed 5.87 and 6.68 ms in turn,
 and the same records compiled again in a new process timed 5.70 and 5.43 ms. So each round here starts one
 Python process per artifact, in turn, that loads it, runs it ``--warmup`` times and reports the median of
-``--repeat`` timed repeats (:meth:`tunewise.compile.CompiledModel.time`); an artifact's latency is its
+``--repeat`` timed repeats (:meth:`tunewise.delivery.compile.CompiledModel.time`); an artifact's latency is its
 median over ``--rounds`` rounds. The inputs are the seeded example inputs of ``--model`` (a zoo name, or the
 ``.pt2``/``.onnx`` file the artifacts were tuned from; ``--seed``), as in the run that compiled it. With
 ``--references`` each round also times the model in PyTorch eager and onnxruntime (an ``.onnx`` file: onnxruntime
-alone), in a fresh process of their own (:func:`tunewise.timing.reference_latencies`), and the summary adds each
+alone), in a fresh process of their own (:func:`tunewise.delivery.timing.reference_latencies`), and the summary adds
+each
 artifact's median ratio to onnxruntime's latency in the same round. With ``--cores`` how far apart the
 machine's two CPUs are is probed (``host_cores.Probe``) before and after each fresh process, and the summary
 is given again over the samples whose two probes both found the cores near (``host_cores.is_near`` the
@@ -41,7 +42,7 @@ def child(path: str, inputs_file: str, warmup: int, repeat: int) -> None:
     line on stdout)."""
     import numpy as np
 
-    from tunewise import compile as compiler
+    from tunewise.delivery import compile as compiler
 
     compiled = compiler.load(path)
     with np.load(inputs_file) as saved:
@@ -53,7 +54,8 @@ def child(path: str, inputs_file: str, warmup: int, repeat: int) -> None:
 
 def example_inputs(model: str, seed: int) -> list:
     """The seeded example inputs of ``model``, as the run that tuned it had them."""
-    from tunewise import frontend, zoo
+    from tunewise import zoo
+    from tunewise.importing import frontend
 
     if model in zoo.MODELS:
         return [t.numpy() for t in zoo.get(model, seed=seed)[1]]
@@ -62,7 +64,7 @@ def example_inputs(model: str, seed: int) -> list:
 
 def add_artifact_arguments(parser: argparse.ArgumentParser) -> None:
     """An ``artifact`` folder, and the ``--model`` and ``--seed`` its example inputs come from."""
-    parser.add_argument("artifact", help="an artifact folder (tunewise.compile.CompiledModel.save)")
+    parser.add_argument("artifact", help="an artifact folder (tunewise.delivery.compile.CompiledModel.save)")
     parser.add_argument("--model", required=True, help="the zoo model or .pt2/.onnx file it compiles")
     parser.add_argument("--seed", type=int, default=0, help="the seed of its example inputs and weights")
 
@@ -70,7 +72,7 @@ def add_artifact_arguments(parser: argparse.ArgumentParser) -> None:
 def load_artifact(args: argparse.Namespace) -> tuple:
     """``(compiled model, its model, example inputs)`` named by :func:`add_artifact_arguments`' ``args``: the
     model a zoo name, or its file's absolute path (for processes started elsewhere)."""
-    from tunewise import compile as compiler
+    from tunewise.delivery import compile as compiler
 
     model = args.model if not os.path.exists(args.model) else os.path.abspath(args.model)
     return compiler.load(args.artifact), model, example_inputs(model, args.seed)
@@ -112,7 +114,7 @@ def described(path: str, entry: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("artifacts", nargs="*", help="artifact folders (tunewise.compile.CompiledModel.save)")
+    parser.add_argument("artifacts", nargs="*", help="artifact folders (tunewise.delivery.compile.CompiledModel.save)")
     parser.add_argument("--model", help="the zoo model or .pt2/.onnx file they compile (for its example inputs)")
     parser.add_argument("--seed", type=int, default=0, help="the seed of the example inputs")
     parser.add_argument("--rounds", type=int, default=5)
@@ -132,7 +134,7 @@ def main() -> None:
         parser.error("give --model and at least one artifact")
     import numpy as np
 
-    from tunewise import timing
+    from tunewise.delivery import timing
 
     model = args.model if not os.path.exists(args.model) else os.path.abspath(args.model)
     inputs = example_inputs(model, args.seed)

@@ -18,7 +18,8 @@ def _tunewise_folders(tmp_path_factory):
     """Third-party logs of the tests' tunewise calls and processes go to a temporary folder, not the checkout;
     imported models are cached in one folder of this test session (its pytest-xdist workers together; the
     folder ``$TUNEWISE_CACHE_DIR`` names when set), not the user's."""
-    from tunewise import import_cache, logs
+    from tunewise.importing import import_cache
+    from tunewise.job import logs
 
     os.environ[logs.LOG_DIR_VARIABLE] = str(tmp_path_factory.mktemp("tunewise-logs"))
     if os.environ.get(import_cache.CACHE_DIR_VARIABLE):  # given by scripts/test to both of its passes
@@ -50,7 +51,8 @@ def causal_onnx(tmp_path):
 
 @pytest.fixture(scope="session")
 def host_target():
-    from tunewise import target, tvm_env
+    from tunewise import target
+    from tunewise.tuning import tvm_env
 
     tvm_env.prepare("llvm")
     return target.resolve(None)
@@ -116,7 +118,8 @@ def gpu_description():
 def gpu_target():
     """A complete cuda target for the GPU of ``gpu_description`` (GPU 0 where there is one), with this CPU as
     its host; the CUDA compiler set up."""
-    from tunewise import target, tvm_env
+    from tunewise import target
+    from tunewise.tuning import tvm_env
 
     tvm_env.prepare("cuda")
     return target.resolve(target.cuda_config(target.cuda_description() or _H100))
@@ -124,7 +127,7 @@ def gpu_target():
 
 @pytest.fixture(scope="session")
 def measurer(host_target):
-    from tunewise import measure
+    from tunewise.tuning import measure
 
     # the fixed evaluator with short repeats: quick, and one sample per candidate (the adaptive default is
     # tested in evaluators/ and test_adatune, and end to end through the CLI)
@@ -136,7 +139,8 @@ def measurer(host_target):
 @pytest.fixture(scope="session")
 def tiny_mlp(host_target, measurer):
     """tiny-mlp extracted with default latencies measured: two dense tasks."""
-    from tunewise import frontend, tasks
+    from tunewise.importing import frontend
+    from tunewise.lowering import tasks
 
     return tasks.extract(frontend.load("tiny-mlp"), host_target, measurer=measurer)
 
@@ -220,7 +224,7 @@ def uncompilable_model():
     import numpy as np
     from tvm import relax
 
-    from tunewise import frontend
+    from tunewise.importing import frontend
 
     builder = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((4, 8), "float32"))
@@ -259,7 +263,7 @@ def mistranslated_model():
     import numpy as np
     from tvm import relax
 
-    from tunewise import frontend
+    from tunewise.importing import frontend
 
     builder = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((4, 8), "float32"))
@@ -278,8 +282,9 @@ def tuned_store(tiny_mlp, measurer, tmp_path_factory):
     Returns ``(store, [first session, second session], events of the first)``: round-robin with 20 trials
     (at most 12 a task, 6 a slot), then random with 6 (3 a slot).
     """
-    from tunewise import schedulers, session, stores
+    from tunewise import schedulers, stores
     from tunewise.callbacks import SlotLog
+    from tunewise.tuning import session
 
     store = stores.create(f"sqlite:///{tmp_path_factory.mktemp('tuned')}/tunewise.db")
     log, sessions = SlotLog(), []

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from tunewise import cost_models, evaluators, schedulers, session, stores
+from tunewise import cost_models, evaluators, schedulers, stores
+from tunewise.tuning import session
 
 pytestmark = pytest.mark.tvm
 

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from tunewise import cli, stores, timing
+from tunewise import cli, stores
+from tunewise.delivery import timing
 from tunewise.report import check_text, summarize
 
 
@@ -178,7 +179,7 @@ def test_tasks_lists_transposed_convolutions_and_resizes(capsys, transposed_mode
 @pytest.mark.tvm
 @pytest.mark.timing
 def test_an_operator_no_level_compiles_stops_tune_in_seconds(capsys, tmp_path, monkeypatch, uncompilable_model):
-    from tunewise import frontend
+    from tunewise.importing import frontend
 
     monkeypatch.setattr(frontend, "load", lambda *args, **kwargs: uncompilable_model)
     url, out = f"sqlite:///{tmp_path}/tunewise.db", tmp_path / "artifact"
@@ -196,7 +197,7 @@ def test_an_operator_no_level_compiles_stops_tune_in_seconds(capsys, tmp_path, m
 @pytest.mark.timing
 def test_a_model_tvm_computes_otherwise_stops_tune_at_its_first_check(capsys, tmp_path, monkeypatch,
                                                                       mistranslated_model):
-    from tunewise import frontend
+    from tunewise.importing import frontend
 
     monkeypatch.setattr(frontend, "load", lambda *args, **kwargs: mistranslated_model)
     url, out = f"sqlite:///{tmp_path}/tunewise.db", tmp_path / "artifact"
@@ -288,7 +289,7 @@ def test_store_password_is_never_printed(password_postgres, tmp_path, capfd, mon
 @pytest.fixture(scope="module")
 def tiny_artifact(tiny_mlp, tmp_path_factory):
     """A real artifact of tiny-mlp, saved by CompiledModel.save."""
-    from tunewise import compile as compiler
+    from tunewise.delivery import compile as compiler
 
     compiled = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target, {"model": "tiny-mlp", "run": 3})
     compiled.metadata.update(compiler.io_metadata(tiny_mlp.inputs, tiny_mlp.reference_outputs))

@@ -3,8 +3,9 @@ on every function, MetaSchedule's CUDA search, and CUDA kernels compiled by NVRT
 
 import pytest
 
-from tunewise import default_schedules, target
+from tunewise import target
 from tunewise.errors import TargetError
+from tunewise.lowering import default_schedules
 
 
 def test_a_gpu_description_gives_a_complete_target(gpu_description):
@@ -18,7 +19,7 @@ def test_a_gpu_description_gives_a_complete_target(gpu_description):
 
 
 def test_models_take_winograd_convolutions_on_a_cpu_and_channels_last_on_a_gpu_unless_asked_otherwise(gpu_description):
-    from tunewise import graph
+    from tunewise.lowering import graph
 
     assert graph.default_level(target.resolve(None)) == "winograd"
     assert graph.default_level(target.resolve(target.cuda_config(gpu_description))) == "nhwc"
@@ -88,7 +89,7 @@ _CUBIN, _FATBIN = b"\x7fELF", b"\x50\xed\x55\xba"
 
 def _compiled(source: str, target) -> bytes:
     """``source`` compiled for ``target``'s architecture as TVM compiles CUDA (NVRTC: a cubin; nvcc: a fat
-    binary), by the compiler :func:`tunewise.tvm_env.use_cuda_compiler` chose."""
+    binary), by the compiler :func:`tunewise.tuning.tvm_env.use_cuda_compiler` chose."""
     import tvm
 
     with target:
@@ -98,7 +99,7 @@ def _compiled(source: str, target) -> bytes:
 def _model(name: str):
     """Zoo model ``name``; ``inception-cell``: one cell of the zoo's ``inception-cells``, narrow (its branches,
     pooling and concatenation, the same functions as the four cells' without their compile time)."""
-    from tunewise import frontend
+    from tunewise.importing import frontend
 
     if name != "inception-cell":
         return frontend.load(name)
@@ -118,8 +119,8 @@ def test_zoo_models_compile_for_a_gpu_with_default_schedules(gpu_target, name):
     """Every function of the model at the default graph level, tasks and glue, runs under a default GPU
     schedule: TVM refuses to build a kernel with an unbound loop nest, and the CUDA compiler compiles every
     kernel for the GPU's architecture."""
-    from tunewise import compile as compiler
-    from tunewise import tasks
+    from tunewise.delivery import compile as compiler
+    from tunewise.lowering import tasks
 
     model = tasks.extract(_model(name), gpu_target)
     source = _cuda_source(compiler.build(model))
@@ -133,9 +134,11 @@ def test_a_tuned_cuda_schedule_is_compiled_and_the_rest_default(gpu_target, tmp_
     and its record applied at compilation, replaces that task's default schedule alone."""
     from tvm.s_tir import meta_schedule as ms
 
-    from tunewise import compile as compiler
-    from tunewise import frontend, measure, tasks
-    from tunewise.search import TaskSearch
+    from tunewise.delivery import compile as compiler
+    from tunewise.importing import frontend
+    from tunewise.lowering import tasks
+    from tunewise.tuning import measure
+    from tunewise.tuning.search import TaskSearch
 
     model = tasks.extract(frontend.load("tiny-mlp"), gpu_target)
     search = TaskSearch(model.task_mods[0], model.tasks[0].name, gpu_target, 0, 1, 4)
@@ -158,7 +161,7 @@ def test_a_gpu_searches_float32_tasks_without_tensor_cores(gpu_target, host_targ
     import tvm
     from tvm import te
 
-    from tunewise import spaces
+    from tunewise.lowering import spaces
 
     def doubled(dtype):
         a = te.placeholder((4,), name="a", dtype=dtype)

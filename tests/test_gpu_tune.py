@@ -27,7 +27,7 @@ def test_a_gpu_models_tasks_are_listed_from_a_complete_json_target_on_any_machin
 
 @pytest.mark.skipif(target.cuda_description() is not None, reason="a GPU machine runs GPU artifacts")
 def test_a_gpu_artifact_on_a_machine_without_a_gpu_is_one_line(tmp_path, gpu_description):
-    from tunewise import artifact
+    from tunewise.delivery import artifact
 
     folder = tmp_path / "artifact"
     folder.mkdir()
@@ -65,7 +65,9 @@ def test_a_model_tunes_compiles_verifies_and_runs_on_the_gpu(tmp_path):
 def test_default_gpu_schedules_time_every_task_of_resnet18(tmp_path):
     """Every task of ResNet-18 runs under its default GPU schedule, measured in the builder pool and on
     the GPU."""
-    from tunewise import frontend, measure, tasks, tvm_env
+    from tunewise.importing import frontend
+    from tunewise.lowering import tasks
+    from tunewise.tuning import measure, tvm_env
 
     gpu = target.resolve("cuda")
     tvm_env.prepare("cuda")
@@ -83,7 +85,8 @@ def test_default_gpu_schedules_time_every_task_of_resnet18(tmp_path):
 def test_the_gpu_references_are_timed_in_float32():
     import numpy as np
 
-    from tunewise import timing, zoo
+    from tunewise import zoo
+    from tunewise.delivery import timing
 
     _, inputs = zoo.get("tiny-cnn")
     timed = timing.time_gpu_references("tiny-cnn", [x.numpy() for x in inputs])

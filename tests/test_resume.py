@@ -10,9 +10,10 @@ import subprocess
 
 import pytest
 
-from tunewise import cli, stores, timing
+from tunewise import cli, stores
+from tunewise.delivery import timing
 from tunewise.schedulers import Random
-from tunewise.state import Snapshot, TaskView
+from tunewise.tuning.state import Snapshot, TaskView
 
 pytestmark = pytest.mark.tvm
 
@@ -100,7 +101,7 @@ def test_a_job_leaves_its_sqlite_store_whole_in_one_file_that_a_copy_resumes_eve
     stored a second time, as two processes tuning it at once would leave it (every stored trial counts against
     the budget, and new slots follow the last one)."""
     import tunewise
-    from tunewise.session import Budget
+    from tunewise.tuning.session import Budget
 
     def left_beside(name: str) -> list[str]:
         return [f for f in (f"{name}-wal", f"{name}-shm") if os.path.exists(tmp_path / f)]
@@ -132,9 +133,10 @@ def test_a_job_leaves_its_sqlite_store_whole_in_one_file_that_a_copy_resumes_eve
 def assert_only_records_beating_the_defaults_are_applied(store, run) -> None:
     """What the artifact of ``run`` applies (per task, the best record if it beats the task's default latency)
     is chosen against the default latencies the run measured when it started, as the resumed job used them."""
-    from tunewise import compile as compiler
-    from tunewise import frontend, tasks
     from tunewise import target as targets
+    from tunewise.delivery import compile as compiler
+    from tunewise.importing import frontend
+    from tunewise.lowering import tasks
 
     stored = store.get_tasks(run.id)
     assert all(0 < t.default_latency < math.inf for t in stored)

@@ -6,11 +6,14 @@ import re
 
 import pytest
 
-from tunewise import checks, cli, energy, schedulers, stores, timing, workflow
+from tunewise import cli, energy, schedulers, stores
 from tunewise.budget import Budget
+from tunewise.delivery import timing
 from tunewise.errors import InputError
-from tunewise.measure import MeasureConfig
+from tunewise.job import workflow
 from tunewise.settings import ADDED_KEYS, RunSettings
+from tunewise.tuning import checks
+from tunewise.tuning.measure import MeasureConfig
 
 
 def old_form(output: str) -> dict:
@@ -197,7 +200,7 @@ def test_give_up_reaches_the_settings_and_their_stop_rules():
     args = cli._parser().parse_args(["tune", "m", "--goal", "8ms", "--give-up", "0.9"])
     settings = RunSettings(**cli._tune_options(args))
     assert settings.give_up == 0.9 and RunSettings.from_json(settings.to_json()) == settings
-    from tunewise import prepare
+    from tunewise.job import prepare
 
     rules = prepare.stop_rules(settings, 8e-3)
     assert [type(r).__name__ for r in rules] == ["LatencyGoal", "GiveUp"]

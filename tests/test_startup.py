@@ -12,9 +12,9 @@ pytestmark = [pytest.mark.tvm, pytest.mark.timing]
 LAUNCH = r"""
 import json, sys, time
 start = time.perf_counter()
-from tunewise import prepare
+from tunewise.job import prepare
 from tunewise.callbacks import Callback
-from tunewise.session import Budget
+from tunewise.tuning.session import Budget
 from tunewise.settings import RunSettings
 
 times = {}

@@ -5,7 +5,7 @@
 >>> model = tunewise.load(result.artifact)                                      # doctest: +SKIP
 
 TVM's, PyTorch's and ONNX's own output goes to a log file rather than the terminal
-(:mod:`tunewise.logs`); ``tunewise.set_verbose()`` lets it through.
+(:mod:`tunewise.job.logs`); ``tunewise.set_verbose()`` lets it through.
 
 The names below are imported on first use, so ``import tunewise.runtime`` (or the schedulers) does not pay
 for TVM's import.
@@ -16,8 +16,8 @@ import importlib
 __all__ = ["Budget", "RunSettings", "load", "resume", "set_verbose", "tune", "tune_many"]
 __version__ = "0.1.0"
 
-_LAZY = {"Budget": "tunewise.budget", "RunSettings": "tunewise.settings", "load": "tunewise.compile",
-         "resume": "tunewise.workflow", "set_verbose": "tunewise.logs", "tune": "tunewise.workflow",
+_LAZY = {"Budget": "tunewise.budget", "RunSettings": "tunewise.settings", "load": "tunewise.delivery.compile",
+         "resume": "tunewise.job.workflow", "set_verbose": "tunewise.job.logs", "tune": "tunewise.job.workflow",
          "tune_many": "tunewise.cluster"}
 
 

@@ -15,11 +15,14 @@ import re
 import sys
 import textwrap
 
-from tunewise import checks, cost_models, energy, evaluators, filters, graph, logs, schedulers, sharing
+from tunewise import cost_models, energy, evaluators, filters, schedulers, sharing
 from tunewise.errors import InputError, TunewiseError, message_line
-from tunewise.measure import MeasureConfig
+from tunewise.job import logs
+from tunewise.lowering import graph
 from tunewise.settings import RunSettings
 from tunewise.target import ISA_CLASSES
+from tunewise.tuning import checks
+from tunewise.tuning.measure import MeasureConfig
 
 _VERBOSE = ("show TVM's, PyTorch's and ONNX's own output (logs, warnings) here instead of in a log file "
             "under tunewise-logs/ (also: TUNEWISE_DEBUG=1)")
@@ -292,7 +295,7 @@ def _budget(args):
 def _tune_options(args) -> dict:
     """The run settings the ``tune`` options give (:class:`~tunewise.settings.RunSettings` fields); those not
     given are left to the settings' defaults."""
-    from tunewise import frontend
+    from tunewise.importing import frontend
 
     options = {"input_shapes": frontend.parse_input_shapes(args.input_shape), "budget": _budget(args),
                "scheduler": args.scheduler, "trials_per_slot": _whole("--trials-per-slot", args.trials_per_slot),
@@ -332,8 +335,8 @@ def _share(args) -> str | None:
 
 
 def _cmd_tune(args) -> int:
-    from tunewise import workflow
-    from tunewise.timing import REFERENCES, relation
+    from tunewise.delivery.timing import REFERENCES, relation
+    from tunewise.job import workflow
 
     if args.resume is not None:
         own = ("scheduler", "trials_per_slot", "graph_level", "seed", "target", "evaluator", "cost_model", "goal",
@@ -450,7 +453,7 @@ def _cmd_tune_many(args) -> int:
 def _cmd_run(args) -> int:
     import numpy as np
 
-    from tunewise import compile as compiler
+    from tunewise.delivery import compile as compiler
 
     repeat = _whole("--repeat", args.repeat)
     model = compiler.load(args.artifact)
@@ -470,7 +473,8 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_streams(args) -> int:
-    from tunewise import frontend, runtime, zoo
+    from tunewise import runtime, zoo
+    from tunewise.importing import frontend
 
     if args.model in zoo.MODELS or not os.path.exists(args.model):
         model, inputs = zoo.get(args.model)
@@ -484,8 +488,11 @@ def _cmd_streams(args) -> int:
 
 
 def _cmd_tasks(args) -> int:
-    from tunewise import frontend, measure, tasks, tvm_env, zoo
     from tunewise import target as targets
+    from tunewise import zoo
+    from tunewise.importing import frontend
+    from tunewise.lowering import tasks
+    from tunewise.tuning import measure, tvm_env
 
     if args.list:
         for name, entry in zoo.MODELS.items():
@@ -554,7 +561,8 @@ def _cmd_show(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from tunewise import destinations, report
+    from tunewise import report
+    from tunewise.delivery import destinations
 
     runs = [_whole("RUN", run) for run in args.runs]
     report.check_suffix(args.output)
@@ -566,8 +574,9 @@ def _cmd_report(args) -> int:
 
 
 def _slower_than_while_tuning(since_check: dict | None) -> str:
-    """What the summary says where ``since_check`` (:attr:`tunewise.finish.Finished.since_check`) finds the model
-    a check read while tuning timed in a slow stretch after tuning (:func:`tunewise.checks.in_slow_stretch`):
+    """What the summary says where ``since_check`` (:attr:`tunewise.delivery.finish.Finished.since_check`) finds the
+    model
+    a check read while tuning timed in a slow stretch after tuning (:func:`tunewise.tuning.checks.in_slow_stretch`):
     the machine runs slower than it did, and so do the models timed after tuning; nothing otherwise."""
     if since_check is None or not checks.in_slow_stretch(since_check["timed_s"], since_check["read_s"]):
         return ""
@@ -579,7 +588,8 @@ def _slower_than_while_tuning(since_check: dict | None) -> str:
 
 
 def _cmd_records(args) -> int:
-    from tunewise import stores, tvm_env
+    from tunewise import stores
+    from tunewise.tuning import tvm_env
 
     if args.records_command in ("build", "merge"):
         return _write_base(args)
@@ -600,7 +610,8 @@ def _cmd_records(args) -> int:
 
 def _write_base(args) -> int:
     """``tunewise records build`` and ``merge``: write a record base, and say what it holds."""
-    from tunewise import destinations, tvm_env
+    from tunewise.delivery import destinations
+    from tunewise.tuning import tvm_env
 
     destinations.check_file(args.output, "record base")  # before a build that may read a large store
     if args.records_command == "build":
@@ -629,7 +640,7 @@ _COMMANDS = {"tune": _cmd_tune, "tune-many": _cmd_tune_many, "run": _cmd_run, "t
 
 def _interrupted(err: KeyboardInterrupt, command: str | None) -> int:
     """Say what a stop (Ctrl-C, SIGTERM) of ``command`` left and how to continue; the exit code."""
-    from tunewise import interrupts, workflow
+    from tunewise.job import interrupts, workflow
 
     stop = err if isinstance(err, interrupts.Interrupted) else interrupts.Interrupted()
     if stop.said is not None:
@@ -659,7 +670,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         with logs.routed(args.command, verbose=args.verbose or None):
-            from tunewise import interrupts
+            from tunewise.job import interrupts
 
             if args.command == "tune-many":
                 with interrupts.raised():
@@ -688,14 +699,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """The ``tunewise`` program: :func:`main`, then exit; TVM imported first, without PyTorch
-    (:func:`tunewise.tvm_env.import_tvm`), and the worker processes' zygote forked from this process then
-    (:func:`tunewise.workers.fork_zygote`: no worker imports TVM again). The interpreter's last garbage
+    (:func:`tunewise.tuning.tvm_env.import_tvm`), and the worker processes' zygote forked from this process then
+    (:func:`tunewise.tuning.workers.fork_zygote`: no worker imports TVM again). The interpreter's last garbage
     collection, over the millions of objects TVM and PyTorch leave, takes one to two seconds and frees nothing
     the exit would not, so those objects are frozen out of it."""
-    from tunewise import interrupts, tvm_env
+    from tunewise.job import interrupts
+    from tunewise.tuning import tvm_env
 
     tvm_env.import_tvm()
-    from tunewise import workers  # imports TVM: after import_tvm
+    from tunewise.tuning import workers  # imports TVM: after import_tvm
 
     workers.fork_zygote()
     try:

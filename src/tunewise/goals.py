@@ -2,7 +2,7 @@
 
 ``"12ms"`` (or ``"0.012s"``, ``"800us"``) is absolute; ``"0.9x-ort"`` is 0.9 times the model's onnxruntime
 latency and ``"0.8x-eager"`` 0.8 times its PyTorch eager latency, both timed at the start of the run in a
-fresh process (:func:`tunewise.timing.time_references`).
+fresh process (:func:`tunewise.delivery.timing.time_references`).
 
 >>> Goal.parse("12ms").resolve()
 0.012

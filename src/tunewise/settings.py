@@ -1,7 +1,7 @@
 """The settings of a tuning run: one frozen object, one set of defaults, one JSON form in the store.
 
 :class:`RunSettings` is what ``tunewise tune`` (its options), :func:`tunewise.tune` (its keywords) and
-:func:`tunewise.prepare.prepare_run` (the bench scripts) start a run with, and what the store keeps for
+:func:`tunewise.job.prepare.prepare_run` (the bench scripts) start a run with, and what the store keeps for
 :func:`tunewise.resume`. Its field defaults are the defaults of all of them.
 
 Runs stored with fewer keys are read by :meth:`RunSettings.from_json` with the value each such run was tuned with
@@ -10,7 +10,7 @@ Runs stored with fewer keys are read by :meth:`RunSettings.from_json` with the v
 ``"fixed"`` and ``cost_model`` ``"xgb"`` (what tunewise ran for settings without them), ``runner`` ``"local"`` (the
 only runner there was), no stop rule and no model checks (``goal``, ``energy_budget``, ``diminishing``,
 ``check_every``, ``give_up`` ``None``), the ``"auto"`` energy meter and no candidate filter, and the finish every
-run had before its finish was a setting (``references`` true, ``timing_rounds`` :data:`tunewise.timing.ROUNDS`,
+run had before its finish was a setting (``references`` true, ``timing_rounds`` :data:`tunewise.delivery.timing.ROUNDS`,
 ``time_untuned`` false), ``records_base`` ``"off"`` (no run read a record base before record bases
 existed), and no pretrained cost model (``pretrained`` false). A ``check_every`` stored as ``None`` is the rule
 such runs were tuned with: checks only
@@ -31,12 +31,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tunewise import candidate_runners, cost_models, energy, evaluators, filters, graph, schedulers, sharing, timing
+from tunewise import candidate_runners, cost_models, energy, evaluators, filters, schedulers, sharing
 from tunewise.budget import Budget
-from tunewise.checks import DEFAULT_EVERY, EPOCH, NEVER
+from tunewise.delivery import timing
 from tunewise.errors import InputError
 from tunewise.goals import Goal
-from tunewise.measure import MeasureConfig
+from tunewise.lowering import graph
+from tunewise.tuning.checks import DEFAULT_EVERY, EPOCH, NEVER
+from tunewise.tuning.measure import MeasureConfig
 
 ADDED_KEYS: Mapping[str, object] = {"share": "off", "warm_start": False, "evaluator": "fixed", "cost_model": "xgb",
                                     "runner": "local", "goal": None, "energy_budget": None, "diminishing": None,
@@ -52,8 +54,8 @@ class RunSettings:
 
     ``source`` is a zoo name or an absolute model-file path (``None``: a Python model object, passed again to
     resume); ``scheduler`` a :mod:`tunewise.schedulers` name (``None``: a scheduler object); ``input_shapes``
-    maps ONNX input names to shapes; ``level`` is the graph level (:data:`tunewise.graph.LEVELS`; ``None``: the
-    target's, :func:`tunewise.graph.default_level`, which a stored run keeps); ``evaluator``, ``cost_model``
+    maps ONNX input names to shapes; ``level`` is the graph level (:data:`tunewise.lowering.graph.LEVELS`; ``None``: the
+    target's, :func:`tunewise.lowering.graph.default_level`, which a stored run keeps); ``evaluator``, ``cost_model``
     and ``runner`` are names for :func:`tunewise.evaluators.create`, :func:`tunewise.cost_models.create` and
     :func:`tunewise.candidate_runners.create`; ``share`` is how tasks share
     schedules (:data:`tunewise.sharing.MODES`: ``"off"``, ``"same-anchor"``, ``"selective"``), and ``warm_start``
@@ -70,16 +72,17 @@ class RunSettings:
     improves that much more slowly per second than over the check interval before; ``give_up`` (a probability
     in ``(0, 1]``, with ``goal`` only) once the forecast (:mod:`tunewise.forecast`) says the goal will not be
     reached within the budget with at least that probability. ``check_every`` is the
-    tuning time (seconds) between whole-model checks (:mod:`tunewise.checks`), ``"epoch"`` (after each
-    epoch, :data:`tunewise.checks.EPOCH`) or ``"never"`` (:data:`tunewise.checks.NEVER`); ``None``, a stored
-    run's form, checks every :data:`tunewise.checks.DEFAULT_EVERY` seconds with a goal or ``diminishing``, else
+    tuning time (seconds) between whole-model checks (:mod:`tunewise.tuning.checks`), ``"epoch"`` (after each
+    epoch, :data:`tunewise.tuning.checks.EPOCH`) or ``"never"`` (:data:`tunewise.tuning.checks.NEVER`); ``None``, a
+    stored
+    run's form, checks every :data:`tunewise.tuning.checks.DEFAULT_EVERY` seconds with a goal or ``diminishing``, else
     never.
     ``candidate_filter`` names a :mod:`tunewise.filters` filter (``"cold"``: Trimmer's) that skips proposals
     not worth measuring (``None``: none).
 
-    The finish, once tuning ends (:func:`tunewise.finish.finish`): ``references`` times PyTorch eager and
+    The finish, once tuning ends (:func:`tunewise.delivery.finish.finish`): ``references`` times PyTorch eager and
     onnxruntime beside the tuned model (on a GPU: PyTorch eager, its CUDA graph and ``tunewise.runtime.aot``),
-    ``timing_rounds`` is how many rounds the models are timed in (:mod:`tunewise.timing`; fewer finish sooner,
+    ``timing_rounds`` is how many rounds the models are timed in (:mod:`tunewise.delivery.timing`; fewer finish sooner,
     with rougher latencies), and ``time_untuned`` compiles the untuned model and times it beside the tuned one.
 
     ``pretrained`` starts the ``"xgb"`` cost model from the pretrained model shipped for the target's ISA class

@@ -2,8 +2,9 @@
 
 import pytest
 
-from tunewise import callbacks, schedulers, session, stores
+from tunewise import callbacks, schedulers, stores
 from tunewise.errors import InputError
+from tunewise.tuning import session
 
 
 class Phases(callbacks.Callback):

@@ -9,7 +9,7 @@ from rich.console import Console
 from tunewise.budget import Budget
 from tunewise.callbacks import SlotEvent
 from tunewise.callbacks._progress import NAME_WIDTH, LiveProgress, forecast_text, shorten, sparkline, time_left
-from tunewise.state import Snapshot, TaskView
+from tunewise.tuning.state import Snapshot, TaskView
 
 
 def snapshot(elapsed: float, trials: list[int]) -> Snapshot:
@@ -119,7 +119,7 @@ def test_printed_lines_do_not_wrap_off_a_terminal():
 @pytest.mark.tvm
 def test_the_python_api_shows_the_live_progress_when_asked(capsys, tmp_path):
     import tunewise
-    from tunewise import workflow
+    from tunewise.job import workflow
 
     tunewise.tune("tiny-mlp", budget=Budget(max_trials=4), trials_per_slot=4, progress=True, compare_torch=False,
                   timing_rounds=3, store=f"sqlite:///{tmp_path}/tunewise.db", output=str(tmp_path / "out"))

@@ -2,8 +2,10 @@
 
 import pytest
 
-from tunewise import candidate_runners, evaluators, measure, tasks, tvm_env
+from tunewise import candidate_runners, evaluators
 from tunewise.errors import InputError
+from tunewise.lowering import tasks
+from tunewise.tuning import measure, tvm_env
 
 
 def test_an_unknown_runner_is_one_line():

@@ -13,9 +13,11 @@ import time
 
 import pytest
 
-from tunewise import candidate_runners, evaluators, measure, tasks, tvm_env
+from tunewise import candidate_runners, evaluators
 from tunewise.errors import InputError
+from tunewise.lowering import tasks
 from tunewise.settings import RunSettings
+from tunewise.tuning import measure, tvm_env
 
 KEY = "tunewise-test"
 

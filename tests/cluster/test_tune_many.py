@@ -14,11 +14,12 @@ import time
 
 import pytest
 
-from tunewise import frontend, stores
+from tunewise import stores
 from tunewise.cluster import MEASURE, tune_many
 from tunewise.errors import ClusterLostError, InputError
-from tunewise.session import Budget
+from tunewise.importing import frontend
 from tunewise.settings import RunSettings
+from tunewise.tuning.session import Budget
 
 pytestmark = pytest.mark.tvm
 ray = pytest.importorskip("ray")

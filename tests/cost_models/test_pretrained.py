@@ -8,9 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from tunewise import cli, cost_models, schedulers, session, stores
+from tunewise import cli, cost_models, schedulers, stores
 from tunewise.cost_models import _pretrained
 from tunewise.errors import InputError
+from tunewise.tuning import session
 
 pytestmark = pytest.mark.tvm
 
@@ -97,7 +98,7 @@ def test_a_run_ranks_its_first_slots_by_the_model_and_boosts_it_with_its_own_tri
     assert first.cost_model.booster is not None  # trained on the run's trials, from the first update
     from tvm.s_tir import meta_schedule as ms
 
-    from tunewise.search import runner_result
+    from tunewise.tuning.search import runner_result
 
     search = first._searches[0]
     measured = [t for t in first.trials if t.task == 0 and t.error is None]

@@ -11,7 +11,7 @@ def _candidates(model, count: int):
     from tvm.s_tir import meta_schedule as ms
 
     from tunewise import cost_models
-    from tunewise.search import TaskSearch
+    from tunewise.tuning.search import TaskSearch
 
     search = TaskSearch(model.task_mods[0], model.tasks[0].name, model.target, seed=0, num_threads=1, batch=count)
     proposed = search.sample(count, ms.database.MemoryDatabase(), cost_models.create("xgb", seed=0))

@@ -7,7 +7,8 @@ import statistics
 
 import pytest
 
-from tunewise import evaluators, tasks
+from tunewise import evaluators
+from tunewise.lowering import tasks
 
 pytestmark = pytest.mark.tvm
 
@@ -35,7 +36,7 @@ def matmul(n: int):
 
 
 def test_the_default_measurer_uses_the_adaptive_evaluator(host_target):
-    from tunewise import measure
+    from tunewise.tuning import measure
 
     m = measure.Measurer(host_target)
     try:
@@ -76,7 +77,7 @@ def scale(n: int):
 
 @pytest.mark.timing  # a warm run's cache is another test's too while the tests run side by side
 def test_cold_measurement_reads_the_large_arguments_from_memory(host_target, adaptive):
-    from tunewise import measure
+    from tunewise.tuning import measure
 
     streaming = scale(1 << 20)  # 4 MB in and 4 MB out: in the last-level cache when warm, not when cold
     cold = measure.Measurer(host_target, measure.MeasureConfig(enable_cpu_cache_flush=True),

@@ -87,7 +87,8 @@ class EveryOther(filters.CandidateFilter):
 
 @pytest.mark.tvm
 def test_a_session_measures_only_what_the_filter_keeps_and_stores_the_count(tiny_mlp, measurer):
-    from tunewise import schedulers, session, stores
+    from tunewise import schedulers, stores
+    from tunewise.tuning import session
 
     store = stores.create("sqlite://")
     run_id = store.create_run(tiny_mlp.name, str(tiny_mlp.target), "round-robin", {})

@@ -8,10 +8,10 @@ import pytest
 from tunewise.budget import Budget
 from tunewise.forecast import END_LEVELS, Forecast, Forecaster
 from tunewise.forecast import _allocation as allocation
+from tunewise.lab.replay import TraceRun
 from tunewise.lab.synthetic import synthetic
-from tunewise.replay import TraceRun
 from tunewise.schedulers import RoundRobin
-from tunewise.state import Snapshot, TaskView
+from tunewise.tuning.state import Snapshot, TaskView
 
 FAST = {"n_walkers": 8, "n_steps": 40, "burn_in": 20, "samples": 64}  # small fits: the tests' forecasts are cheap
 
@@ -164,8 +164,8 @@ def test_a_task_without_a_curve_borrows_the_measured_tasks_futures():
 
 def test_a_resumed_run_is_forecast_once_after_its_stored_slots(trace):
     from tunewise import stores
-    from tunewise.ledger import Ledger
     from tunewise.stores import Checkpoint, StoredTrial
+    from tunewise.tuning.ledger import Ledger
 
     store = stores.create("sqlite://")
     run = store.create_run("m", "cpu", "round-robin", {})

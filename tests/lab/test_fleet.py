@@ -10,8 +10,8 @@ import pytest
 
 from tunewise import schedulers
 from tunewise.lab.fleet import FleetModel, doubling, fleet_of, simulate
+from tunewise.lab.replay import TaskRun, Trace, TraceTask, replay, time_to_reach
 from tunewise.lab.synthetic import synthetic
-from tunewise.replay import TaskRun, Trace, TraceTask, replay, time_to_reach
 
 
 def one_task(name: str, latencies: list[float], cost: float = 10.0) -> Trace:

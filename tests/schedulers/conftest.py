@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
+from tunewise.lab.replay import TaskRun, Trace, TraceTask
 from tunewise.lab.synthetic import synthetic
-from tunewise.replay import TaskRun, Trace, TraceTask
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from tunewise import schedulers
 from tunewise.errors import InputError
 from tunewise.schedulers import DynaTune, DynaTuneEpsilonGreedy, DynaTuneSoftmax
 from tunewise.schedulers import _dynatune as dynatune_module
-from tunewise.state import Snapshot, TaskView
+from tunewise.tuning.state import Snapshot, TaskView
 
 FAST = {"n_walkers": 16, "n_steps": 120, "burn_in": 60, "thin": 1}
 FLOPS = 1e8  # 1e8 FLOPs at 10 GFLOPS is 10 ms

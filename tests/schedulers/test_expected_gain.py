@@ -7,9 +7,9 @@ import math
 import pytest
 
 from tunewise import schedulers
-from tunewise.replay import replay
+from tunewise.lab.replay import replay
 from tunewise.schedulers import ExpectedGain
-from tunewise.state import Snapshot, TaskView
+from tunewise.tuning.state import Snapshot, TaskView
 
 
 def tuned(k: int, best: float, trials: int = 16, weight: int = 1, flops: float = 1e9, default: float = 1e-2,

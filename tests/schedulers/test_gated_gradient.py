@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from tunewise import schedulers
-from tunewise.replay import replay
+from tunewise.lab.replay import replay
 from tunewise.schedulers import GatedGradient, Gradient
-from tunewise.state import Snapshot, TaskView
+from tunewise.tuning.state import Snapshot, TaskView
 
 
 def test_among_tried_tasks_it_chooses_as_gradient_does():

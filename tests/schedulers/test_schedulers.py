@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tunewise import schedulers
 from tunewise.errors import InputError
 from tunewise.schedulers import Flops, Gradient, Random, RoundRobin, Sequential, TaskScheduler
-from tunewise.state import Snapshot, TaskView
+from tunewise.tuning.state import Snapshot, TaskView
 
 # Small MCMC settings keep the DynaTune schedulers fast enough for the conformance suite.
 FAST = {"n_walkers": 8, "n_steps": 60, "burn_in": 30, "thin": 5}

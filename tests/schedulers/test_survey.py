@@ -8,10 +8,10 @@ import pytest
 
 from tunewise import schedulers
 from tunewise.errors import InputError
-from tunewise.ledger import Budget, Ledger
-from tunewise.replay import TaskRun, Trace, TraceTask, replay
+from tunewise.lab.replay import TaskRun, Trace, TraceTask, replay
 from tunewise.schedulers import Survey
-from tunewise.state import TaskView
+from tunewise.tuning.ledger import Budget, Ledger
+from tunewise.tuning.state import TaskView
 
 INF = math.inf
 # untuned weight * latency: "c" 6 ms, "a" 4 ms, "b" 1 ms: the epoch order is c, a, b

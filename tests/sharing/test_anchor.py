@@ -36,7 +36,8 @@ def _twin(host_target, level: str, measurer=None):
     measured."""
     import torch
 
-    from tunewise import frontend, tasks
+    from tunewise.importing import frontend
+    from tunewise.lowering import tasks
 
     class Twin(torch.nn.Module):
         def __init__(self):
@@ -55,7 +56,7 @@ def _twin(host_target, level: str, measurer=None):
 @pytest.fixture(scope="module")
 def twin(host_target, measurer):
     """:func:`_twin` at the CPU's default graph level, its default latencies measured."""
-    from tunewise import graph
+    from tunewise.lowering import graph
 
     return _twin(host_target, graph.default_level(host_target), measurer)
 
@@ -75,9 +76,10 @@ def test_convolutions_of_one_shape_share_an_anchor(twin):
 @pytest.mark.tvm
 @pytest.mark.parametrize("share", ["same-anchor", "off"])
 def test_a_mate_first_measures_the_transferred_schedules(twin, measurer, share):
-    from tunewise import compile as compiler
-    from tunewise import schedulers, session, stores
+    from tunewise import schedulers, stores
     from tunewise.callbacks import SlotLog
+    from tunewise.delivery import compile as compiler
+    from tunewise.tuning import session
 
     model = twin.heaviest(2)  # the two convolutions
     assert len(_conv_tasks(model)) == 2
@@ -153,8 +155,9 @@ def test_a_trace_that_does_not_apply_transfers_nothing(twin, host_target):
 
 @pytest.mark.tvm
 def test_dynatune_sees_the_transferred_trials_of_a_mate(twin, measurer):
-    from tunewise import session, stores
+    from tunewise import stores
     from tunewise.schedulers import DynaTune
+    from tunewise.tuning import session
 
     class Watching(DynaTune):
         """DynaTune that keeps every snapshot it is shown."""

@@ -38,8 +38,9 @@ def _copy(store, path):
 
 
 def _tune(model, measurer, store, base, trials=4, warm_start=False, per_slot=2):
-    from tunewise import schedulers, session
+    from tunewise import schedulers
     from tunewise.callbacks import SlotLog
+    from tunewise.tuning import session
 
     run = store.create_run(model.name, str(model.target), "round-robin", {})
     log = SlotLog()
@@ -193,7 +194,8 @@ def wider(host_target, measurer):
     """A one-task model: a dense layer with bias and ReLU like tiny-mlp's first, of another width."""
     import torch
 
-    from tunewise import frontend, tasks
+    from tunewise.importing import frontend
+    from tunewise.lowering import tasks
 
     torch.manual_seed(0)
     layer = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU()).eval()

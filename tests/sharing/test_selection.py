@@ -5,9 +5,9 @@ import math
 import pytest
 
 from tunewise import sharing
-from tunewise.ledger import Budget, Ledger
-from tunewise.state import TaskView
-from tunewise.tasks import Task
+from tunewise.lowering.tasks import Task
+from tunewise.tuning.ledger import Budget, Ledger
+from tunewise.tuning.state import TaskView
 
 
 def test_tasks_join_the_heaviest_clique_and_the_representative_weighs_similarity_by_latency():

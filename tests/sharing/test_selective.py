@@ -26,7 +26,8 @@ def _pair_module():
 
 @pytest.fixture(scope="module")
 def pair(host_target, measurer):
-    from tunewise import frontend, tasks
+    from tunewise.importing import frontend
+    from tunewise.lowering import tasks
 
     module, inputs = _pair_module()
     return tasks.extract(frontend.load(module, example_inputs=inputs), host_target, measurer=measurer)
@@ -37,8 +38,9 @@ def _convolutions(model):
 
 
 def _session(model, measurer, store, run, **kwargs):
-    from tunewise import schedulers, session
+    from tunewise import schedulers
     from tunewise.callbacks import SlotLog
+    from tunewise.tuning import session
 
     log = SlotLog()
     loop = session.Session(model, schedulers.create("round-robin"), session.Budget(max_trials=kwargs.pop("trials")),
@@ -48,8 +50,8 @@ def _session(model, measurer, store, run, **kwargs):
 
 @pytest.mark.tvm
 def test_only_representatives_are_searched_and_members_get_their_schedules(pair, measurer):
-    from tunewise import compile as compiler
     from tunewise import stores
+    from tunewise.delivery import compile as compiler
 
     store = stores.create("sqlite://")
     run = store.create_run(pair.name, str(pair.target), "round-robin", {})
@@ -134,7 +136,8 @@ def two_dense(host_target, measurer):
     """Two one-task models: a dense layer with bias and ReLU, and one of another shape with bias and ReLU6."""
     import torch
 
-    from tunewise import frontend, tasks
+    from tunewise.importing import frontend
+    from tunewise.lowering import tasks
 
     def dense(name, inputs, outputs, rows, activation):
         torch.manual_seed(0)
@@ -149,8 +152,9 @@ def two_dense(host_target, measurer):
 
 @pytest.mark.tvm
 def test_a_new_model_starts_warm_from_another_runs_records_in_a_sqlite_store(two_dense, measurer, tmp_path):
-    from tunewise import schedulers, session, stores
+    from tunewise import schedulers, stores
     from tunewise.callbacks import SlotLog
+    from tunewise.tuning import session
 
     small, large = two_dense
     store = stores.create(f"sqlite:///{tmp_path}/tunewise.db")

@@ -6,10 +6,10 @@ from tunewise import stoppers
 from tunewise.budget import Budget
 from tunewise.errors import InputError
 from tunewise.forecast import END_LEVELS, Forecast, Forecaster
+from tunewise.lab.replay import TraceRun
 from tunewise.lab.synthetic import synthetic
-from tunewise.replay import TraceRun
 from tunewise.schedulers import RoundRobin
-from tunewise.state import Cost, Snapshot
+from tunewise.tuning.state import Cost, Snapshot
 
 FAST = {"n_walkers": 8, "n_steps": 40, "burn_in": 20, "samples": 64}
 

@@ -8,12 +8,12 @@ import pytest
 
 from tunewise import schedulers, stoppers
 from tunewise.errors import InputError
+from tunewise.lab.replay import TraceTask, replay
 from tunewise.lab.synthetic import synthetic
-from tunewise.ledger import Budget, Ledger
-from tunewise.replay import TraceTask, replay
 from tunewise.schedulers import RoundRobin
-from tunewise.state import Cost, Snapshot
 from tunewise.stoppers import CostBudget, DiminishingReturns, LatencyGoal
+from tunewise.tuning.ledger import Budget, Ledger
+from tunewise.tuning.state import Cost, Snapshot
 
 # the model estimate starts at 2 * 4 ms + 1 ms = 9 ms
 TASKS = (TraceTask("heavy", 2, 1e9, 4e-3), TraceTask("light", 1, 1e6, 1e-3))

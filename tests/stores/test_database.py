@@ -12,7 +12,7 @@ def commit(db, mod, target, latencies, *, empty=False):
     from tvm import s_tir
     from tvm.s_tir import meta_schedule as ms
 
-    from tunewise.tasks import args_info
+    from tunewise.lowering.tasks import args_info
 
     workload = db.commit_workload(mod)
     for latency in latencies:
@@ -85,8 +85,8 @@ def test_a_weight_layout_rewrite_record_round_trips(tmp_path, host_target):
     from tvm.s_tir import meta_schedule as ms
     from tvm_ffi import structural_equal
 
+    from tunewise.lowering.tasks import args_info
     from tunewise.stores._database import record_json
-    from tunewise.tasks import args_info
 
     a, w = te.placeholder((16, 32), name="a"), te.placeholder((32, 32), name="w")
     k = te.reduce_axis((0, 32), name="k")
@@ -125,7 +125,7 @@ def test_a_workload_two_models_name_differently_shares_what_fits(tmp_path, host_
     from tvm.s_tir import meta_schedule as ms
     from tvm_ffi import structural_equal
 
-    from tunewise.tasks import args_info
+    from tunewise.lowering.tasks import args_info
 
     def scaled(name):
         a = te.placeholder((64, 64), name="a")

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.tvm
 def test_round_trip_through_metaschedule_json(tuned_store, tiny_mlp, tmp_path):
     from tvm.s_tir import meta_schedule as ms
 
-    from tunewise import compile as compiler
+    from tunewise.delivery import compile as compiler
 
     store, sessions, _ = tuned_store
     runs = [s.run_id for s in sessions]
@@ -57,7 +57,10 @@ def prepacked(host_target, measurer, tmp_path_factory):
     """``(model, store, run)``: tiny-mlp at graph level ``prepack`` (its weights layout-free, so that every
     trace rewrites their layouts: ``TransformLayout`` with an index map) and a SQLite store with a short tuning
     run of it."""
-    from tunewise import frontend, schedulers, session, tasks
+    from tunewise import schedulers
+    from tunewise.importing import frontend
+    from tunewise.lowering import tasks
+    from tunewise.tuning import session
 
     model = tasks.extract(frontend.load("tiny-mlp"), host_target, level="prepack", measurer=measurer)
     store = stores.create(f"sqlite:///{tmp_path_factory.mktemp('prepacked')}/tunewise.db")
@@ -70,7 +73,7 @@ def prepacked(host_target, measurer, tmp_path_factory):
 def test_records_that_rewrite_weight_layouts_come_back_as_they_were_stored(prepacked, tmp_path):
     from tvm.s_tir import meta_schedule as ms
 
-    from tunewise import compile as compiler
+    from tunewise.delivery import compile as compiler
 
     model, store, run = prepacked
     measured = [t for t in store.get_trials(run) if t.run_secs]

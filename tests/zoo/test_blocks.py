@@ -8,8 +8,11 @@ import sys
 import pytest
 import torch
 
-from tunewise import compile, frontend, tasks, zoo
 from tunewise import target as targets
+from tunewise import zoo
+from tunewise.delivery import compile
+from tunewise.importing import frontend
+from tunewise.lowering import tasks
 from tunewise.zoo import architectures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -42,9 +42,12 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 
-from tunewise import callbacks, measure, prepare, session, stores, tasks, tvm_env
+from tunewise import callbacks, stores
 from tunewise import target as targets
+from tunewise.job import prepare
+from tunewise.lowering import tasks
 from tunewise.settings import RunSettings
+from tunewise.tuning import measure, session, tvm_env
 
 LONG = measure.MeasureConfig(number=10, repeat=10, min_repeat_ms=200)
 WITHIN = 1.05
@@ -229,7 +232,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--parts", default="abc", help="which comparisons to run: any of a, b, c")
     parser.add_argument("--max-tasks", type=int, default=0, help="tune only the N heaviest tasks (0: all)")
-    parser.add_argument("--level", help="graph level (tunewise.graph.LEVELS; default: the target's)")
+    parser.add_argument("--level", help="graph level (tunewise.lowering.graph.LEVELS; default: the target's)")
     parser.add_argument("--out", default="bench/results/adatune")
     args = parser.parse_args()
     args.seeds = [int(s) for s in args.seeds.split(",")]

@@ -1,4 +1,4 @@
-"""Benchmark: what a whole-model check costs (:mod:`tunewise.checks`), to choose how often a run checks.
+"""Benchmark: what a whole-model check costs (:mod:`tunewise.tuning.checks`), to choose how often a run checks.
 
 ::
 
@@ -26,10 +26,11 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 
-from tunewise import prepare, stores
-from tunewise.checks import ModelCheck
-from tunewise.session import Budget
+from tunewise import stores
+from tunewise.job import prepare
 from tunewise.settings import RunSettings
+from tunewise.tuning.checks import ModelCheck
+from tunewise.tuning.session import Budget
 
 
 def main() -> None:

@@ -1,12 +1,12 @@
 """Whole-model checks replayed on a finished run: how far a check's latency moves when the same records are
 timed again, against how far it moves as the run's records improve.
 
-A whole-model check (:mod:`tunewise.checks`) compiles the model with the run's best records so far and times it
+A whole-model check (:mod:`tunewise.tuning.checks`) compiles the model with the run's best records so far and times it
 in one fresh process. This takes a finished run from a store, and for each cut (every ``--every`` seconds of its
 tuning time, and its end) compiles the model as a check at that moment would have: with the trials measured
 up to the cut, each task's best record applied if it beats the task's default latency, as the run measured
 those. Then it times every cut's model ``--rounds`` times, each time in a fresh process of its own as a check
-does (:func:`tunewise.timing.time_models`), cuts in turn within a round; and once more all cuts together in one
+does (:func:`tunewise.delivery.timing.time_models`), cuts in turn within a round; and once more all cuts together in one
 fresh process, in alternating rounds. Per cut: the loop's estimate (the weighted sum of the best latencies, as
 the run's checkpoint of that slot stored it), every fresh-process latency, and the one-process latency.
 
@@ -28,9 +28,11 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 import provenance
 from tvm.s_tir import meta_schedule as ms
 
-from tunewise import compile as compiler
-from tunewise import prepare, stores, timing
+from tunewise import stores
 from tunewise import target as targets
+from tunewise.delivery import compile as compiler
+from tunewise.delivery import timing
+from tunewise.job import prepare
 from tunewise.settings import RunSettings
 
 
@@ -52,7 +54,7 @@ def cut_moments(checkpoints, every: float) -> list[tuple[float, int]]:
 
 def compile_cut(model, store, trials, slot: int):
     """``model`` (with the run's default latencies) compiled as a check after ``slot`` would have compiled it,
-    and its largest error against the reference outputs (:func:`tunewise.compile.compile_checked`)."""
+    and its largest error against the reference outputs (:func:`tunewise.delivery.compile.compile_checked`)."""
     return compiler.compile_checked(model, cut_database(store, trials, slot))
 
 

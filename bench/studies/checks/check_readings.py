@@ -9,9 +9,9 @@
 
 For each run (run 1 of each store, beside the ``bench/studies/checks/taking_turns.py`` file that timed its artifact):
 each check's own median time, its ratio to the previous check's model in the same rounds and the latency it read
-(:func:`tunewise.checks.reading`), as the store holds them; beside them, what the lesser of its own time and
+(:func:`tunewise.tuning.checks.reading`), as the store holds them; beside them, what the lesser of its own time and
 the previous reading scaled by the ratio would have read, check after check. The *final estimate* is the
-estimate the run showed at its end (:func:`tunewise.estimate.calibrated_latency`, by either rule), set
+estimate the run showed at its end (:func:`tunewise.tuning.estimate.calibrated_latency`, by either rule), set
 against the artifact's time as the run timed it after tuning, and in turn with onnxruntime: the median over
 all the repeats, and over the repeats whose CPU probes, before and after, found the two CPUs near
 (``host_cores.is_near``).
@@ -32,8 +32,8 @@ import provenance
 from host_cores import is_near
 
 from tunewise import stores
-from tunewise.estimate import calibrated_latency
 from tunewise.report import summarize
+from tunewise.tuning.estimate import calibrated_latency
 
 
 def lesser_readings(points) -> list[float]:

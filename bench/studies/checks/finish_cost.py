@@ -6,10 +6,10 @@
         --out bench/studies/checks/results/finish-cost-resnet18.json
 
 Resumes a copy of a stored run (the store itself is left as it is) with no trial to add, so that it goes
-straight to the steps after tuning (:func:`tunewise.finish.finish`), as ``tunewise tune`` runs them by default:
+straight to the steps after tuning (:func:`tunewise.delivery.finish.finish`), as ``tunewise tune`` runs them by default:
 compiling the tuned model and checking its outputs, exporting it for its timing process, timing it, timing
 PyTorch eager and onnxruntime, saving the artifact. Each step is timed where it is called. The time a budget
-keeps for them (:func:`tunewise.timebudget.compile_estimate`) is worked out from the measured build and
+keeps for them (:func:`tunewise.tuning.timebudget.compile_estimate`) is worked out from the measured build and
 latency, beside what they took.
 """
 
@@ -31,8 +31,10 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 import provenance
 
 import tunewise
-from tunewise import compile as compiler
-from tunewise import stores, timebudget, timing
+from tunewise import stores
+from tunewise.delivery import compile as compiler
+from tunewise.delivery import timing
+from tunewise.tuning import timebudget
 
 
 @contextlib.contextmanager

@@ -28,8 +28,8 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 
-from tunewise import compile as compiler
-from tunewise import tvm_env
+from tunewise.delivery import compile as compiler
+from tunewise.tuning import tvm_env
 
 
 def main() -> None:

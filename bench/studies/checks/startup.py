@@ -4,7 +4,7 @@
 
     .venv/bin/python bench/studies/checks/startup.py resnet18 --repeats 3 --out bench/results/startup-resnet18.json
 
-Each repeat is a fresh Python process that imports tunewise and runs :func:`tunewise.prepare.prepare_run` on
+Each repeat is a fresh Python process that imports tunewise and runs :func:`tunewise.job.prepare.prepare_run` on
 the model with a new in-memory store and a one-slot budget (16 trials, the default slot), then the session.
 It records, in seconds since the process started its script: each step the run announces (importing,
 extracting), the first slot's phases (search, build, measure), the end of its measurements (``default
@@ -29,9 +29,9 @@ import provenance
 CHILD = r"""
 import json, sys, time
 start = time.perf_counter()
-from tunewise import prepare
+from tunewise.job import prepare
 from tunewise.callbacks import Callback
-from tunewise.session import Budget
+from tunewise.tuning.session import Budget
 from tunewise.settings import RunSettings
 
 times = {}

@@ -7,9 +7,9 @@
 
 An artifact is compared with onnxruntime ``--repeats`` times, each time in two ways, one after the other:
 
-- ``apart``: the artifact timed in a fresh process of its own (:func:`tunewise.timing.time_models`), then the
-  references in another (:func:`tunewise.timing.reference_latencies`), and the ratio of the two medians;
-- ``in_turn``: the two processes taking turns round by round (:func:`tunewise.timing.time_side_by_side`, what
+- ``apart``: the artifact timed in a fresh process of its own (:func:`tunewise.delivery.timing.time_models`), then the
+  references in another (:func:`tunewise.delivery.timing.reference_latencies`), and the ratio of the two medians;
+- ``in_turn``: the two processes taking turns round by round (:func:`tunewise.delivery.timing.time_side_by_side`, what
   ``tunewise tune`` does after tuning), and the median of the per-round ratios.
 
 How far apart the machine's two CPUs are (``host_cores.Probe``) is probed before each way and after the last.
@@ -45,7 +45,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=12)
     parser.add_argument("--out")
     args = parser.parse_args()
-    from tunewise import timing
+    from tunewise.delivery import timing
 
     compiled, model, inputs = load_artifact(args)
     rows = []

@@ -5,9 +5,9 @@
     .venv/bin/python bench/studies/checks/thread_settings.py --model MODEL ART/MODEL --rounds 30 \\
         --out bench/studies/checks/results/thread-settings-MODEL.json
 
-Each setting is a fresh process of its own (a :mod:`tunewise.workers` process, the environment set before TVM
-starts its thread pool) that loads the artifact as ``tunewise.timing`` does; the processes then take turns,
-a round (:data:`tunewise.timing.ROUND_MS` or more of calls) each, ``--rounds`` times, the order turned by
+Each setting is a fresh process of its own (a :mod:`tunewise.tuning.workers` process, the environment set before TVM
+starts its thread pool) that loads the artifact as ``tunewise.delivery.timing`` does; the processes then take turns,
+a round (:data:`tunewise.delivery.timing.ROUND_MS` or more of calls) each, ``--rounds`` times, the order turned by
 one each time (a round's threads spin a while after it, into the next process's round). Per setting: its median
 latency and its median ratio to the default's in the same round. The settings: ``default`` (TVM's thread pool
 as ``tunewise`` runs it: the target's cores, threads bound to CPUs, a spin of 300,000 before a worker
@@ -30,7 +30,8 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 import provenance
 from time_artifacts import add_artifact_arguments, load_artifact
 
-from tunewise import timing, workers
+from tunewise.delivery import timing
+from tunewise.tuning import workers
 
 SETTINGS = {"default": {}, "unbound": {"TVM_BIND_THREADS": "0"}, "no-spin": {"TVM_THREAD_POOL_SPIN_COUNT": "0"}}
 

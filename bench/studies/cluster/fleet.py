@@ -31,7 +31,7 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 import provenance
 
 from tunewise.lab.fleet import doubling, fleet_of, simulate
-from tunewise.replay import Trace
+from tunewise.lab.replay import Trace
 
 
 def main() -> None:

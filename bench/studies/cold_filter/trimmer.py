@@ -6,7 +6,7 @@
 
 Per model, one import, one extraction and one measurement of the default latencies; then, per seed, four
 arms tune from an empty store, side by side in this invocation, all with the adaptive evaluator, each for
-``--minutes`` of tuning time with a whole-model check (:mod:`tunewise.checks`: compiled, verified, timed in a
+``--minutes`` of tuning time with a whole-model check (:mod:`tunewise.tuning.checks`: compiled, verified, timed in a
 fresh process) every ``--check-every`` seconds and once more at the end:
 
 - ``gradient`` and ``dynatune`` (our schedulers),
@@ -20,7 +20,7 @@ by a few percent. So once all runs of a model are made, the benchmark times them
 SQLite store is kept under ``--work``; every ``--cut-every`` seconds of each run's tuning time, and at its end,
 the model is compiled from the trials measured up to that moment (each task's best record applied if it beats
 the task's default latency, as a check does), checked against the reference outputs, and all these models
-of all runs are timed in alternating rounds in one fresh process (:func:`tunewise.timing.time_models`), so
+of all runs are timed in alternating rounds in one fresh process (:func:`tunewise.delivery.timing.time_models`), so
 that whatever slows the host slows them all alike.
 
 The goal of a model is 1.10 times the best final side-by-side latency of any of its runs in this invocation.
@@ -55,11 +55,13 @@ sys.path.insert(0, os.path.join(BENCH, "studies", "checks"))  # check_noise
 import provenance
 from check_noise import compile_cut, cut_moments
 
-from tunewise import prepare, stores, timing
+from tunewise import stores
 from tunewise import target as targets
+from tunewise.delivery import timing
 from tunewise.filters import cold_flags
-from tunewise.session import Budget
+from tunewise.job import prepare
 from tunewise.settings import RunSettings
+from tunewise.tuning.session import Budget
 
 ARMS = {"gradient": {"scheduler": "gradient"}, "dynatune": {"scheduler": "dynatune"},
         "survey": {"scheduler": "survey"}, "survey+cold": {"scheduler": "survey", "candidate_filter": "cold"}}

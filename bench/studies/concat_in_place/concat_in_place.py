@@ -1,4 +1,4 @@
-"""What writing concatenations in place is worth (``tunewise.concat``): each model extracted and compiled with
+"""What writing concatenations in place is worth (``tunewise.lowering.concat``): each model extracted and compiled with
 its concatenations copied (the pass off) and written in place (the default), side by side::
 
     .venv/bin/python bench/studies/concat_in_place/concat_in_place.py --models squeezenet1.1 --tune-seconds 180 \
@@ -24,10 +24,15 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 
-from tunewise import compile as compiler
-from tunewise import concat, frontend, prepare, session, spaces, stores, tasks, timing, tvm_env
+from tunewise import stores
 from tunewise import target as targets
+from tunewise.delivery import compile as compiler
+from tunewise.delivery import timing
+from tunewise.importing import frontend
+from tunewise.job import prepare
+from tunewise.lowering import concat, spaces, tasks
 from tunewise.settings import RunSettings
+from tunewise.tuning import session, tvm_env
 
 VARIANTS = ("copied", "in place", "padding inlined")
 
@@ -54,7 +59,7 @@ THIN_REDUCTION = 64  # the most multiply-adds per output of a convolution whose 
 
 
 def padding_inlined(generator):
-    """``generator`` (:func:`tunewise.spaces.generator`) with a rule before MetaSchedule's inlining that
+    """``generator`` (:func:`tunewise.lowering.spaces.generator`) with a rule before MetaSchedule's inlining that
     inlines a padding (a spatial block storing an ``if_then_else``) into its only consumer when that is a thin
     convolution (a reduction over a window of at most :data:`THIN_REDUCTION` elements): MetaSchedule's own
     inlining refuses such a block, so most of its schedules compute a padded copy of the input."""

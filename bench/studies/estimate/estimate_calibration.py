@@ -11,7 +11,8 @@
 
 Reads ``bench/studies/schedulers/scheduler_runs.py`` results: per run, the model compiled and timed at checkpoints and
 at the end, and the estimate after every slot. For every checkpoint before the end, it predicts the final compiled
-latency from the final estimate as :func:`tunewise.estimate.calibrated_latency` does (the gap the checkpoint measured,
+latency from the final estimate as :func:`tunewise.tuning.estimate.calibrated_latency` does (the gap the checkpoint
+measured,
 added), and as a ratio would (the estimate scaled by what the checkpoint measured over the estimate then), and
 reports each prediction over the final compiled latency: 1.0 is exact. The last line counts, per checkpoint
 age, the runs predicted within 1.1x, with the uncalibrated estimate's count beside.
@@ -36,7 +37,7 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 import provenance
 
 from tunewise import report, stores
-from tunewise.estimate import calibrated_latency, estimate_at
+from tunewise.tuning.estimate import calibrated_latency, estimate_at
 
 
 def predictions(run: dict) -> list[dict]:

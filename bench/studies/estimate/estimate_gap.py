@@ -35,8 +35,8 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 import provenance
 from stored_run import open_run
 
-from tunewise import compile as compiler
-from tunewise import measure
+from tunewise.delivery import compile as compiler
+from tunewise.tuning import measure
 
 
 def remeasure(measurer: measure.Measurer, records, passes: int) -> list[float]:

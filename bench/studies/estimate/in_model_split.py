@@ -36,8 +36,8 @@ import provenance
 from estimate_gap import looped
 from stored_run import open_run
 
-from tunewise import compile as compiler
-from tunewise import tvm_env
+from tunewise.delivery import compile as compiler
+from tunewise.tuning import tvm_env
 
 CONDITIONS = ("in the model", "called twice", "weights warmed", "activations warmed", "loop")
 

@@ -27,7 +27,7 @@ import provenance
 from estimate_gap import in_model, kernel_name
 from stored_run import open_run
 
-from tunewise import compile as compiler
+from tunewise.delivery import compile as compiler
 
 
 def chosen(model, tops: list[list], ranks: list[int]):

@@ -49,10 +49,10 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 
-from tunewise import replay as rp
 from tunewise import schedulers
 from tunewise.budget import Budget
 from tunewise.forecast import ALLOCATIONS, GAIN_SCALE, MAX_UNTRIED_SHARE, MIN_FRACTION, SPREAD, STALL, Forecaster
+from tunewise.lab import replay as rp
 
 MOMENTS = (0.10, 0.25, 0.50, 0.75)
 GOALS = (0.85, 0.95, 1.05, 1.20)

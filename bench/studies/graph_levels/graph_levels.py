@@ -1,6 +1,6 @@
 """What the graph-level passes are worth: tasks to tune, untuned latency, and what tuning reaches at each level.
 
-For each model and each level of ``tunewise.graph`` (``none``, ``decompose``, ``fold-bn``, ``nhwc``): the
+For each model and each level of ``tunewise.lowering.graph`` (``none``, ``decompose``, ``fold-bn``, ``nhwc``): the
 number of tasks and of operator calls, the estimated untuned latency (sum of weighted default latencies), the
 real latency of the untuned compiled model, and the output check against torch::
 
@@ -28,10 +28,14 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 
-from tunewise import compile as compiler
-from tunewise import frontend, graph, prepare, session, stores, tasks, tvm_env
+from tunewise import stores
 from tunewise import target as targets
+from tunewise.delivery import compile as compiler
+from tunewise.importing import frontend
+from tunewise.job import prepare
+from tunewise.lowering import graph, tasks
 from tunewise.settings import RunSettings
+from tunewise.tuning import session, tvm_env
 
 
 def tune_heaviest(model, measurer, k: int, trials: int, seed: int, level: str) -> dict:

@@ -25,9 +25,10 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 
-from tunewise import prepare, tvm_env
 from tunewise import target as targets
+from tunewise.job import prepare
 from tunewise.settings import RunSettings
+from tunewise.tuning import tvm_env
 
 
 def _measure(target, settings, batch):

@@ -20,8 +20,8 @@ import time
 
 import numpy as np
 
-from tunewise import replay as rp
 from tunewise import schedulers
+from tunewise.lab import replay as rp
 from tunewise.lab.synthetic import synthetic
 
 

@@ -16,7 +16,7 @@ on (on all of them for a trace kept out, ``--kept-out``), and its skill is ``1 -
 the same k`` on the held-out trace: 0 when the features add nothing to the slot's index, 1 when they tell
 everything.
 
-Then ``expected-gain`` is replayed (:func:`tunewise.replay.replay`, 16 trials a slot, the decision charged)
+Then ``expected-gain`` is replayed (:func:`tunewise.lab.replay.replay`, 16 trials a slot, the decision charged)
 with the next slot of a tried task expected to take ``(1 - exp(-headroom)) * f(k)`` of its latency, the
 headroom either learnt (``learnt``) or the training traces' mean at the same ``k`` (``mean at k``, which
 isolates what the features bring), and ``f(k)`` the training traces' mean next-slot drop over their mean headroom
@@ -44,11 +44,11 @@ import provenance
 from scheduler_sweep import bound_seconds, geomean, median_seconds
 from sklearn.ensemble import GradientBoostingRegressor
 
-from tunewise import replay as rp
 from tunewise import schedulers
-from tunewise.ledger import slot_size
+from tunewise.lab import replay as rp
 from tunewise.schedulers import ExpectedGain
-from tunewise.state import Snapshot, TaskView
+from tunewise.tuning.ledger import slot_size
+from tunewise.tuning.state import Snapshot, TaskView
 
 SLOT = 16
 FEATURES = ("k", "last drop", "drop since first slot", "drop since untuned", "slots since improving", "log10 flops",

@@ -5,7 +5,7 @@ Record the traces first (``bench/record_traces.py``), then::
     .venv/bin/python bench/studies/schedulers/replay.py bench/traces/resnet18.json.gz \
         --out bench/results/resnet18-replay
 
-Each scheduler runs once per recorded seed, as :func:`tunewise.replay.replay` simulates the session (16
+Each scheduler runs once per recorded seed, as :func:`tunewise.lab.replay.replay` simulates the session (16
 trials per slot by default, the scheduler's seed = the seed index), until every recorded trial is used or
 ``--trials`` are spent. Its decision time is measured and charged (the oracles' too, though hindsight is not
 a real cost). ``sequential`` gets a per-task budget of ``ceil(budget / tasks)``, the budget being ``--trials``
@@ -44,9 +44,9 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 
-from tunewise import replay as rp
 from tunewise import schedulers
 from tunewise.lab import oracles
+from tunewise.lab import replay as rp
 
 SCHEDULERS = ["sequential", "round-robin", "random", "flops", "gradient", "gated-gradient", "dynatune",
               "dynatune-egreedy", "dynatune-softmax", "expected-gain", "oracle", "oracle-lookahead",

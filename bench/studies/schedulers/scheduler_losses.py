@@ -39,9 +39,9 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 
-from tunewise import replay as rp
 from tunewise import schedulers
 from tunewise.lab import oracles
+from tunewise.lab import replay as rp
 
 GOAL = 0.05
 SLOT = 16

@@ -34,11 +34,15 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 import headline
 import provenance
 
-from tunewise import frontend, prepare, tasks, timing, tvm_env
 from tunewise import target as targets
+from tunewise.delivery import timing
+from tunewise.importing import frontend
+from tunewise.job import prepare
 from tunewise.lab.curves import time_to_quality
-from tunewise.session import Budget
+from tunewise.lowering import tasks
 from tunewise.settings import RunSettings
+from tunewise.tuning import tvm_env
+from tunewise.tuning.session import Budget
 
 
 def main() -> None:

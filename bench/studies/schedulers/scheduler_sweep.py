@@ -6,7 +6,7 @@
     .venv/bin/python bench/studies/schedulers/scheduler_sweep.py --kept-out grouped,tcn \
         --out bench/studies/schedulers/results/scheduler-sweep.json
 
-Every trace of ``bench/traces/`` (or those named) is replayed (:func:`tunewise.replay.replay`, 16 trials a slot,
+Every trace of ``bench/traces/`` (or those named) is replayed (:func:`tunewise.lab.replay.replay`, 16 trials a slot,
 the decision time charged) with ``gradient``, ``gated-gradient`` and ``expected-gain`` at its defaults, and with
 ``expected-gain`` varied one setting at a time: its learning curve's ``exponent`` and the throughput quantile
 that sets an untried task's expected gain (``reference_quantile``), and a *lookahead* index that scores a tried
@@ -36,11 +36,11 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 
-from tunewise import replay as rp
 from tunewise import schedulers
 from tunewise.lab import oracles
-from tunewise.ledger import slot_size
+from tunewise.lab import replay as rp
 from tunewise.schedulers import ExpectedGain
+from tunewise.tuning.ledger import slot_size
 
 GOAL = 0.05
 

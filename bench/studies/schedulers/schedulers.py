@@ -56,10 +56,13 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 import provenance
 import stock
 
-from tunewise import callbacks, measure, prepare, session, stores, timing, tvm_env, zoo
-from tunewise import compile as compiler
+from tunewise import callbacks, stores, zoo
 from tunewise import target as targets
+from tunewise.delivery import compile as compiler
+from tunewise.delivery import timing
+from tunewise.job import prepare
 from tunewise.settings import RunSettings
+from tunewise.tuning import measure, session, tvm_env
 
 
 def compile_model(model, database=None, *, apply_all: bool = False) -> compiler.CompiledModel:
@@ -220,7 +223,7 @@ def main() -> None:
     parser.add_argument("--no-stock", action="store_true")
     parser.add_argument("--no-share", action="store_true", help="our runs tune every task alone (tunewise.sharing)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--level", help="graph level (tunewise.graph.LEVELS; default: the target's)")
+    parser.add_argument("--level", help="graph level (tunewise.lowering.graph.LEVELS; default: the target's)")
     parser.add_argument("--out", default="bench/results/schedulers")
     parser.add_argument("--keep-stores", metavar="DIR", help="keep each run of ours in DIR/MODEL-NAME-TIME.db and "
                         "every run's compiled model as an artifact folder DIR/MODEL-seedS-NAME-TIME")

@@ -6,7 +6,7 @@ recorded traces (no TVM, seconds of CPU).
     .venv/bin/python bench/studies/schedulers/short_budgets.py --out bench/results/short-budgets.json
 
 For each trace (ResNet-18, MobileNetV2, Transformer by default), scheduler and recorded seed,
-:func:`tunewise.replay.replay` simulates the session (16 trials per slot, the scheduler's seed = the seed
+:func:`tunewise.lab.replay.replay` simulates the session (16 trials per slot, the scheduler's seed = the seed
 index, decision time measured and charged) up to the largest budget. The estimate at a budget ``B`` is the
 model latency after the last slot that ended by ``B`` (a slot that would end later does not count, as the
 session does not start one that cannot finish), divided by the best reachable latency of that seed (each
@@ -31,8 +31,8 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 
-from tunewise import replay as rp
 from tunewise import schedulers
+from tunewise.lab import replay as rp
 
 TRACES = ["bench/traces/resnet18.json.gz", "bench/traces/mobilenetv2.json.gz", "bench/traces/transformer.json.gz"]
 BUDGETS = (180.0, 600.0)

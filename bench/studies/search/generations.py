@@ -7,7 +7,7 @@
 
 For each ``--generations`` value in turn, one run of our loop (the defaults of
 :class:`tunewise.settings.RunSettings`, the cold filter on) tunes the model from an empty store for
-``--minutes`` minutes, its search calls evolving for that many generations (:data:`tunewise.search.GENERATIONS`).
+``--minutes`` minutes, its search calls evolving for that many generations (:data:`tunewise.tuning.search.GENERATIONS`).
 All arms share one extraction and one measurer, one after the other in one process. Each arm records its
 trials, trials a minute, and its estimate after every slot against the trials measured so far, so that arms
 compare at equal trials (quality per trial) as well as at equal time. A file given with ``--resume`` keeps the
@@ -28,9 +28,11 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 
-from tunewise import prepare, search, session, stores, tvm_env
+from tunewise import stores
+from tunewise.job import prepare
 from tunewise.settings import RunSettings
 from tunewise.target import resolve
+from tunewise.tuning import search, session, tvm_env
 
 
 def run_arm(model, settings: RunSettings, measurer, generations: int, minutes: float) -> dict:

@@ -12,12 +12,12 @@
 For each ``--floors`` value in turn, one run of our loop (the defaults of :class:`tunewise.settings.RunSettings`
 but ``--trials-per-slot``, the cold filter on) tunes the model from an empty store for ``--minutes`` minutes,
 its searches evolving a population of eight members a candidate of the slot, at least the floor
-(:data:`tunewise.search.MIN_POPULATION`), with at most half of it (and at most 50) sampled at random. A floor
+(:data:`tunewise.tuning.search.MIN_POPULATION`), with at most half of it (and at most 50) sampled at random. A floor
 of 128 is a population of 128 with 50 random members for any slot of 16 or fewer. The arms run one after the
 other in one process, on one extraction and one measurer, and record what :mod:`generations` records.
 
 With ``--per-candidate`` instead, each arm evolves that many members a candidate of the slot
-(:data:`tunewise.search.POPULATION_PER_CANDIDATE`), at the default floor.
+(:data:`tunewise.tuning.search.POPULATION_PER_CANDIDATE`), at the default floor.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ import argparse
 
 from generations import run_arms
 
-from tunewise import prepare, search, session, tvm_env
+from tunewise.job import prepare
 from tunewise.settings import RunSettings
 from tunewise.target import resolve
+from tunewise.tuning import search, session, tvm_env
 
 
 def main() -> None:

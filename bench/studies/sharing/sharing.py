@@ -7,7 +7,7 @@
 **Modes.** Per model and seed, one run in each sharing mode (:data:`tunewise.sharing.MODES`: ``off``,
 ``same-anchor``, ``selective``), each in an empty store, run to convergence at the same per-task budget: every
 searched task gets up to ``--per-task`` trials and finishes after ``--patience`` trials without improvement
-(:class:`tunewise.session.Budget`). As the schedule-sharing seed reports it, per model (medians over seeds):
+(:class:`tunewise.tuning.session.Budget`). As the schedule-sharing seed reports it, per model (medians over seeds):
 
 - ``time_share``: ``selective``'s tuning time over ``off``'s;
 - ``performance_share``: ``off``'s compiled latency over ``selective``'s (1.0: as fast as tuning every task);
@@ -51,7 +51,7 @@ import provenance
 
 import tunewise
 from tunewise import target as targets
-from tunewise.session import Budget
+from tunewise.tuning.session import Budget
 
 MODES = ("off", "same-anchor", "selective")
 WITHIN = 0.10
@@ -68,9 +68,12 @@ def tune(name: str, store: str, output: str, **options) -> dict:
 def side_by_side(name: str, stores_by_run: dict) -> dict:
     """The compiled latencies (ms) of a model's runs, each rebuilt from its store ``stores_by_run[(mode, seed)]``
     (a SQLite path), checked against the model's reference outputs, and timed together in alternating rounds in
-    one fresh process (:func:`tunewise.timing.time_models`)."""
-    from tunewise import compile as compiler
-    from tunewise import frontend, stores, tasks, timing
+    one fresh process (:func:`tunewise.delivery.timing.time_models`)."""
+    from tunewise import stores
+    from tunewise.delivery import compile as compiler
+    from tunewise.delivery import timing
+    from tunewise.importing import frontend
+    from tunewise.lowering import tasks
 
     model = tasks.extract(frontend.load(name), targets.resolve(None))
     compiled = []

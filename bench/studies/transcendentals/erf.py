@@ -6,7 +6,7 @@
 
 ``torch.nn.GELU`` on a float32 tensor of ``--shape`` (the bundled Transformer's feed-forward activation by
 default) is imported and lowered at graph level ``decompose`` (``erf`` as it imports: LLVM calls the scalar
-library ``erff`` for every element) and at ``fold-bn`` (:func:`tunewise.graph.vectorisable_erf`). Each level
+library ``erff`` for every element) and at ``fold-bn`` (:func:`tunewise.lowering.graph.vectorisable_erf`). Each level
 gives one task; both get the schedule MetaSchedule's CPU rules give such an elementwise kernel (every block
 inlined into the last, its loops fused, split by 64, the outer part parallel, the inner vectorised), are
 built for this CPU and timed by TVM's ``time_evaluator`` (median of ``--repeat`` repeats of ``--number``
@@ -30,8 +30,9 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 import provenance
 import torch
 
-from tunewise import frontend, tasks
 from tunewise import target as targets
+from tunewise.importing import frontend
+from tunewise.lowering import tasks
 
 
 def scheduled(mod):

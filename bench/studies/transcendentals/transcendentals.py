@@ -7,7 +7,7 @@
 
 Three parts, one JSON (with :mod:`provenance`):
 
-- ``accuracy``: each function as tunewise computes it (:mod:`tunewise.transcendentals`), as TVM lowers it
+- ``accuracy``: each function as tunewise computes it (:mod:`tunewise.lowering.transcendentals`), as TVM lowers it
   for LLVM (libm: ``expf``, ``logf``, ``tanhf``), and TOPI's ``fast_exp``/``fast_tanh`` (sigmoid as
   ``1 / (1 + fast_exp(-x))``), each one kernel built for this CPU, run on every ``--stride``-th float32 bit
   pattern (all signs and exponents, NaNs included) and on special values. The error of a result is in units in
@@ -17,7 +17,7 @@ Three parts, one JSON (with :mod:`provenance`):
 - ``loops``: SiLU, sigmoid, tanh and the exponent of a softmax on ``--elements`` floats, split by 16 and
   vectorised, one core: median time, libm lowering (``old``) against tunewise's (``new``).
 - ``probe``: ``silu(x) + sigmoid(x) / 2`` on a 1x96x112x112 input through tunewise's compilation, untuned and
-  after ``--trials`` trials a task (``tunewise.workflow.tune``, its timing), with TVM's lowering of the
+  after ``--trials`` trials a task (``tunewise.job.workflow.tune``, its timing), with TVM's lowering of the
   transcendentals (``old``) and tunewise's (``new``).
 """
 
@@ -51,7 +51,7 @@ def expression(name: str, variant: str, x):
     """``name`` of the float32 expression ``x`` as ``variant`` computes it (``tunewise``, ``libm``, ``topi``)."""
     from tvm import tirx
 
-    from tunewise import transcendentals
+    from tunewise.lowering import transcendentals
 
     if variant == "tunewise":
         return getattr(transcendentals, name)(x)
@@ -168,8 +168,9 @@ def probe(trials: int) -> dict:
     lowering of the transcendentals (``old``) and tunewise's (``new``)."""
     import torch
 
-    from tunewise import graph, workflow
     from tunewise.budget import Budget
+    from tunewise.job import workflow
+    from tunewise.lowering import graph
 
     class Probe(torch.nn.Module):
         def forward(self, x):

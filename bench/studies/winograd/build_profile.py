@@ -1,7 +1,7 @@
 """Benchmark: where the seconds of building one candidate go, pass by pass.
 
 Takes a finished run from a store and builds each task's best record again as the tuning builder does
-(:func:`tunewise.tvm_env.build_candidate`), timed whole and under TVM's pass-timing instrument, then exports it
+(:func:`tunewise.tuning.tvm_env.build_candidate`), timed whole and under TVM's pass-timing instrument, then exports it
 as the runner loads it. For each task: the build's seconds, the export's, and the passes that took the most::
 
     .venv/bin/python bench/studies/winograd/build_profile.py --store sqlite:///STORE.db --run 1 \\
@@ -25,8 +25,9 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 
-from tunewise import stores, tvm_env
+from tunewise import stores
 from tunewise import target as targets
+from tunewise.tuning import tvm_env
 
 
 def pass_seconds(rendered: str) -> dict[str, float]:

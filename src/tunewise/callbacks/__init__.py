@@ -1,7 +1,7 @@
 """Callbacks: what watches a tuning run (MetaSchedule's ``measure_callback``), as a list of small objects.
 
-Every callback follows the contract of :class:`Callback`; :class:`~tunewise.session.Session`,
-:func:`tunewise.tune`, :func:`tunewise.resume` and :func:`tunewise.prepare.prepare_run` take
+Every callback follows the contract of :class:`Callback`; :class:`~tunewise.tuning.session.Session`,
+:func:`tunewise.tune`, :func:`tunewise.resume` and :func:`tunewise.job.prepare.prepare_run` take
 ``callbacks=[...]`` (instances or names). :func:`create` builds one from its name:
 
 - ``"progress"``: the live display of ``tunewise tune`` (:class:`LiveProgress`, whose module imports rich on

@@ -10,13 +10,13 @@ class Callback:
 
     - :meth:`slot_recorded` is called once for every slot that measured trials, after the slot's trials and
       checkpoint are committed to the store, in slot order; :meth:`slot_phase` when the slot in flight enters
-      a phase; :meth:`model_measured` after each whole-model check (:mod:`tunewise.checks`) is stored. They
-      come from :class:`~tunewise.session.Session` (``callbacks=[...]``).
+      a phase; :meth:`model_measured` after each whole-model check (:mod:`tunewise.tuning.checks`) is stored. They
+      come from :class:`~tunewise.tuning.session.Session` (``callbacks=[...]``).
     - :meth:`phase`, :meth:`tuning_started` and :meth:`tuning_finished` come from the job around the session:
-      :func:`tunewise.tune` and :func:`tunewise.resume` send all three, :func:`tunewise.prepare.prepare_run`
+      :func:`tunewise.tune` and :func:`tunewise.resume` send all three, :func:`tunewise.job.prepare.prepare_run`
       sends :meth:`phase` for the steps it takes; a session driven alone sends none of them.
     - Every call is made in the tuning thread, which waits for it: a callback is quick (a live display
-      redraws on its own thread). The snapshots it gets are frozen (:class:`~tunewise.state.Snapshot`); it
+      redraws on its own thread). The snapshots it gets are frozen (:class:`~tunewise.tuning.state.Snapshot`); it
       acts on nothing the run owns. An exception it raises ends the run like any other (the run is left
       ``failed``, or ``interrupted`` for a ``KeyboardInterrupt``); the slots recorded before stay in the store.
     """
@@ -25,7 +25,7 @@ class Callback:
         """A step of the job started (importing, extracting, tuning, compiling...), described by ``text``."""
 
     def tuning_started(self, model, budget) -> None:
-        """Tasks of ``model`` (:class:`~tunewise.tasks.ExtractedModel`) are extracted, their default latencies
+        """Tasks of ``model`` (:class:`~tunewise.lowering.tasks.ExtractedModel`) are extracted, their default latencies
         measured unless ``model.defaults_measured`` is false (then the session measures them after its first
         slot); slots follow, under ``budget`` (:class:`~tunewise.budget.Budget`; its time limit is the tuning
         time left)."""

@@ -7,7 +7,7 @@ from tunewise.candidate_runners._base import CandidateRunner
 
 
 class Local(CandidateRunner):
-    """One persistent worker process on this machine (:func:`tunewise.workers.borrow`), borrowed by the
+    """One persistent worker process on this machine (:func:`tunewise.tuning.workers.borrow`), borrowed by the
     runner and given back when it closes: as MetaSchedule's ``LocalRunner`` does, it loads each candidate,
     allocates its arguments and calls the evaluator given with it. The worker ignores Ctrl-C (the tuning
     process decides when to stop) and is replaced when a candidate runs past ``config.run_timeout``, crashes
@@ -20,8 +20,8 @@ class Local(CandidateRunner):
     def __init__(self, *, target, config):
         import subprocess
 
-        from tunewise import workers
         from tunewise.target import device_type
+        from tunewise.tuning import workers
 
         self.target, self.config = target, config
         self._device = device_type(target)
@@ -42,7 +42,7 @@ class Local(CandidateRunner):
             return RunnerResult(None, f"{type(err).__name__}: {err}")
 
     def close(self) -> None:
-        from tunewise import workers
+        from tunewise.tuning import workers
 
         workers.give_back(self._pool)
 

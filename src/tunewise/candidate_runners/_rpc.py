@@ -50,7 +50,7 @@ class RPC(CandidateRunner):
     def __init__(self, *, target, config, host: str, port: int, key: str, session_timeout: float = 30.0):
         from tvm.s_tir.meta_schedule.runner import RPCConfig, RPCRunner
 
-        from tunewise import interrupts
+        from tunewise.job import interrupts
         from tunewise.target import device_type
 
         self.target, self.config, self.key = target, config, key

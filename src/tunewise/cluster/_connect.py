@@ -56,7 +56,7 @@ def connect(cluster: str) -> int:
 def _log_driver_messages() -> None:
     """Send the messages Ray prints on a driver's standard output (the cluster's errors, such as a node marked
     dead, in several lines each) to the ``ray`` logger instead: a tunewise command keeps them in its third-party
-    log (:mod:`tunewise.logs`), and says in one line what a loss means for the fleet."""
+    log (:mod:`tunewise.job.logs`), and says in one line what a loss means for the fleet."""
     from ray._private import worker
 
     log = logging.getLogger("ray")

@@ -14,7 +14,7 @@ from tunewise import populations, stores, zoo
 from tunewise.cluster._connect import MEASURE, connect, is_local
 from tunewise.cluster._rounds import RoundOutcome, finish, new_run, tune_round
 from tunewise.errors import ClusterLostError, InputError, TunewiseError, message_line
-from tunewise.interrupts import Interrupted
+from tunewise.job.interrupts import Interrupted
 from tunewise.populations import ModelView, Round
 from tunewise.settings import RunSettings
 
@@ -37,7 +37,7 @@ def _lost_cluster_errors() -> tuple[type[BaseException], ...]:
 @dataclass(frozen=True)
 class FleetResult:
     """What :func:`tune_many` did: per model (in the order given), its run in the store and its
-    :class:`~tunewise.workflow.TuneResult` (``None`` for a model that never tuned); the rounds, and how often
+    :class:`~tunewise.job.workflow.TuneResult` (``None`` for a model that never tuned); the rounds, and how often
     the policy suspended and resumed a model."""
 
     runs: tuple[int, ...]

@@ -1,7 +1,7 @@
 """What a Ray worker does for a fleet: tune one model's run for a round, and compile the tuned model at the
 end. Both resume the run from the shared store, so a round lost with its worker loses at most the slot it
 was measuring, and the next attempt continues from the store. Both import TVM without PyTorch first, as the
-tunewise program does (:func:`tunewise.tvm_env.import_tvm`; a Ray worker is a fresh interpreter): PyTorch is
+tunewise program does (:func:`tunewise.tuning.tvm_env.import_tvm`; a Ray worker is a fresh interpreter): PyTorch is
 imported only where a model not in the import cache needs it."""
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ import math
 import time
 from dataclasses import dataclass
 
-from tunewise import prepare, stores, tvm_env
+from tunewise import stores
 from tunewise.errors import RunBusyError
-from tunewise.lease import Lease
+from tunewise.job import prepare
+from tunewise.job.lease import Lease
 from tunewise.settings import RunSettings
+from tunewise.tuning import tvm_env
 
 _LOADED: dict = {}  # (source, settings) -> (model, measurer, goal): a worker keeps what it imported
 
@@ -70,10 +72,11 @@ def tune_round(source: str, settings: dict, store_url: str, run: int | None, sec
 def new_run(model: str, settings: dict, store_url: str) -> int:
     """A new run of ``model`` (its name) in the store at ``store_url``, ``suspended`` until a round claims it,
     for this node's target, stored with ``settings`` (a :class:`~tunewise.settings.RunSettings` JSON object) as
-    :func:`tunewise.prepare.open_session` stores a run's (the graph level and energy meter resolved here)."""
+    :func:`tunewise.job.prepare.open_session` stores a run's (the graph level and energy meter resolved here)."""
     tvm_env.import_tvm()
-    from tunewise import energy, graph
+    from tunewise import energy
     from tunewise import target as targets
+    from tunewise.lowering import graph
 
     settings = RunSettings.from_json(settings)
     target = targets.resolve(None)
@@ -85,8 +88,8 @@ def new_run(model: str, settings: dict, store_url: str) -> int:
 
 def finish(run: int, store_url: str):
     """Compile run ``run`` with its best records, verify and time it as its settings say, and write its artifact
-    to its folder: :func:`tunewise.workflow.resume` with no trial left to measure."""
-    from tunewise import workflow
+    to its folder: :func:`tunewise.job.workflow.resume` with no trial left to measure."""
+    from tunewise.job import workflow
 
     tvm_env.import_tvm()
     with contextlib.closing(stores.create(store_url)) as store:

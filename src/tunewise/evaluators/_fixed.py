@@ -11,7 +11,7 @@ from tunewise.evaluators._base import Evaluator
 class Fixed(Evaluator):
     """MetaSchedule's default evaluator, unchanged: ``time_evaluator(number, repeat, min_repeat_ms)``.
 
-    Everything comes from the runner's ``EvaluatorConfig`` (:class:`~tunewise.measure.MeasureConfig`): one
+    Everything comes from the runner's ``EvaluatorConfig`` (:class:`~tunewise.tuning.measure.MeasureConfig`): one
     sample per repeat and per argument list, each the mean of ``number`` runs (more when a repeat would last
     under ``min_repeat_ms``). The task's best latency is not used.
 

@@ -1,7 +1,7 @@
 """The model-latency forecast: where the estimate will be at the end of the budget, and when it reaches a goal.
 
-:class:`Forecaster` turns a frozen :class:`~tunewise.state.Snapshot` into a :class:`Forecast` (pure, no TVM,
-seeded); the :class:`~tunewise.ledger.Ledger` makes one after every slot and the snapshot carries it.
+:class:`Forecaster` turns a frozen :class:`~tunewise.tuning.state.Snapshot` into a :class:`Forecast` (pure, no TVM,
+seeded); the :class:`~tunewise.tuning.ledger.Ledger` makes one after every slot and the snapshot carries it.
 """
 
 from __future__ import annotations

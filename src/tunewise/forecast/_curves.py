@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tunewise.belief import FAMILIES, CurveModel
-from tunewise.state import TaskView
+from tunewise.tuning.state import TaskView
 
 _POINTS = 64  # the most points of a task's curve a fit takes
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from tunewise.forecast import _allocation, _curves
 from tunewise.forecast._result import END_LEVELS, Forecast
-from tunewise.state import Snapshot
+from tunewise.tuning.state import Snapshot
 
 ALLOCATIONS = ("greedy", "recent")
 #: The defaults of :class:`Forecaster`'s spread, gain scale and stall, chosen by ``bench/studies/forecast/forecast.py``.
@@ -23,7 +23,7 @@ _POINTS = 48  # times a forecast keeps between now and the budget's end
 
 class Forecaster:
     """Forecasts the model latency (the estimate; the compiled model once a check measured it) from a frozen
-    :class:`~tunewise.state.Snapshot`.
+    :class:`~tunewise.tuning.state.Snapshot`.
 
     Each task's best latency after more slots is sampled from its learning-curve posterior (DynaTune's
     belief model; borrowed from the fitted tasks for a task without one, :mod:`tunewise.forecast._curves`);
@@ -44,7 +44,7 @@ class Forecaster:
 
     Once a whole-model check has measured the model (``snapshot.measured``), the forecast is of the compiled
     model: every sampled future adds the gap between the latest check and the estimate it was taken at
-    (:func:`tunewise.estimate.calibrated_latency`; :attr:`Forecast.gap`).
+    (:func:`tunewise.tuning.estimate.calibrated_latency`; :attr:`Forecast.gap`).
 
     Time: the remaining slots come at the run's pace so far (tuning seconds per trial); their number is what
     the budgets leave (``seconds_left``, the run's trial budget, the tasks' trial budgets), at most 4000.
@@ -56,7 +56,7 @@ class Forecaster:
     ``goal`` (seconds), when given, is carried by every forecast (:meth:`Forecast.goal_summary`).
 
     >>> from tunewise.lab.synthetic import synthetic
-    >>> from tunewise.replay import TraceRun
+    >>> from tunewise.lab.replay import TraceRun
     >>> from tunewise.schedulers import RoundRobin
     >>> run = TraceRun(synthetic(n_tasks=3, trials=96, seeds=1, seed=1), RoundRobin(), seed_index=0,
     ...                decision_cost=0.0)

@@ -36,7 +36,7 @@ class Forecast:
     one's untuned schedule failed). ``goal``, when the run has a latency goal, is it in seconds. ``gap`` is
     ``None`` while no whole-model check has measured the model: the forecast is of the estimate; after one,
     the forecast is of the compiled model, and ``gap`` is what it adds to the estimate's futures (seconds,
-    :func:`tunewise.estimate.calibrated_latency`).
+    :func:`tunewise.tuning.estimate.calibrated_latency`).
 
     Since every sampled future is non-increasing, the ``q`` quantile of the time to reach a latency ``g`` is
     the first time at which the ``q`` quantile of the estimate is at most ``g``: :meth:`time_to` reads it from

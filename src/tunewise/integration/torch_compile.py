@@ -18,7 +18,7 @@ For each graph Dynamo hands over, the backend
 So a program's second start, a new process too, tunes nothing. A model with graph breaks gives several graphs,
 each its own run in the one store. The weights (parameters and buffers, which Dynamo hands over as inputs) are
 compiled in as constants: a call after they changed in place is refused. The compiled callable takes and returns
-torch tensors, through DLPack (:meth:`tunewise.compile.CompiledModel.__call__`).
+torch tensors, through DLPack (:meth:`tunewise.delivery.compile.CompiledModel.__call__`).
 
 Options, all optional: ``store`` (a store URL or :class:`~tunewise.stores.Store`; default
 ``sqlite:///FOLDER/tunewise.db``), ``output`` (the folder of the graphs' artifacts; default ``FOLDER``),
@@ -49,8 +49,8 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tunewise import import_cache
 from tunewise.errors import ImportMismatchError, InputError, ModelImportError
+from tunewise.importing import import_cache
 
 PREFIX = "torch_compile_"
 _OWN_OPTIONS = ("store", "output", "target", "progress")
@@ -87,10 +87,11 @@ class Options:
 def parse_options(options: Mapping | None) -> Options:
     """The :class:`Options` that ``torch.compile``'s ``options`` give; :class:`InputError` on an unknown or bad
     one."""
-    from tunewise import checks, workflow
     from tunewise.budget import Budget
     from tunewise.cli import parse_duration, parse_energy
+    from tunewise.job import workflow
     from tunewise.settings import RunSettings
+    from tunewise.tuning import checks
 
     options = dict(options or {})
     limits = [f.name for f in dataclasses.fields(Budget)]
@@ -238,7 +239,8 @@ def graph_name(module, inputs, target, level: str | None) -> str:
 
     import torch
 
-    from tunewise import __version__, graph
+    from tunewise import __version__
+    from tunewise.lowering import graph
 
     digest = hashlib.sha256()
 
@@ -260,11 +262,12 @@ def graph_name(module, inputs, target, level: str | None) -> str:
 
 
 def compile_graph(module, inputs, name: str, target, options: Options):
-    """The :class:`~tunewise.compile.CompiledModel` of graph ``name`` (an :func:`exportable` ``module`` on
+    """The :class:`~tunewise.delivery.compile.CompiledModel` of graph ``name`` (an :func:`exportable` ``module`` on
     ``inputs``) for ``target``: its artifact loaded, else compiled from the store's records of a run of it that
     tuned to its end, else tuned as a new run (see the module's docstring)."""
-    from tunewise import compile as compiler
-    from tunewise import stores, workflow
+    from tunewise import stores
+    from tunewise.delivery import compile as compiler
+    from tunewise.job import workflow
 
     folder = os.path.join(options.output, name)
     if os.path.isdir(folder):
@@ -303,9 +306,12 @@ def tuned_run(store, name: str, target):
 def compile_from_store(module, inputs, name: str, target, level: str | None, store, run, folder: str):
     """Graph ``name`` imported, compiled with ``store``'s best records of its tasks (those that beat the default
     latencies run ``run`` measured), checked against PyTorch's outputs and saved to ``folder``: no tuning."""
-    from tunewise import compile as compiler
-    from tunewise import frontend, logs, tasks, tvm_env
+    from tunewise.delivery import compile as compiler
+    from tunewise.importing import frontend
+    from tunewise.job import logs
+    from tunewise.lowering import tasks
     from tunewise.stores import StoreDatabase
+    from tunewise.tuning import tvm_env
 
     with logs.routed("compile"):
         tvm_env.prepare(target.kind.name)

@@ -3,8 +3,8 @@ with each population policy (:mod:`tunewise.populations`), and what the shared s
 
 The simulated cluster works as tunewise's fleet driver does:
 
-- Every model is its own run, with its own :class:`~tunewise.ledger.Ledger` and task scheduler, replayed
-  from its trace (:class:`tunewise.replay.TraceRun`). A run has one owner at a time, so its slots follow one
+- Every model is its own run, with its own :class:`~tunewise.tuning.ledger.Ledger` and task scheduler, replayed
+  from its trace (:class:`tunewise.lab.replay.TraceRun`). A run has one owner at a time, so its slots follow one
   another and a model occupies one worker.
 - Before every round the policy is shown one :class:`~tunewise.populations.ModelView` per model (its
   estimated latency after each round against its tuning seconds) and chooses at most ``workers`` models;
@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tunewise import populations, schedulers
+from tunewise.lab.replay import Trace, TraceRun
 from tunewise.populations import ModelView
-from tunewise.replay import Trace, TraceRun
 from tunewise.stoppers import LatencyGoal
 
 COMMIT_SECONDS = 0.2155e-3
@@ -149,7 +149,7 @@ def simulate(models: Sequence[FleetModel], policy, *, workers: int, round_second
 def fleet_of(traces: Sequence[Trace], size: int, *, within: float = 0.10) -> list[FleetModel]:
     """``size`` models taken in turn from ``traces`` and their seeds (trace 0 seed 0, trace 1 seed 0, ...,
     trace 0 seed 1, ...), each with the goal of coming ``within`` (a fraction) of its seed's best reachable
-    latency (:meth:`tunewise.replay.Trace.best_reachable`)."""
+    latency (:meth:`tunewise.lab.replay.Trace.best_reachable`)."""
     pairs = [(t, s) for s in range(max(t.seeds for t in traces)) for t in traces if s < t.seeds]
     if not pairs:
         raise ValueError("no traces to make a fleet of")

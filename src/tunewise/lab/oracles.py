@@ -1,7 +1,8 @@
 """Hindsight references for task schedulers on recorded traces: what the best choices would have been.
 
 Research tools, not schedulers one can run: they read the trials to come from a
-:class:`~tunewise.replay.Trace`. An oracle has a scheduler's ``next(snapshot)``, so :func:`tunewise.replay.replay`
+:class:`~tunewise.lab.replay.Trace`. An oracle has a scheduler's ``next(snapshot)``, so
+:func:`tunewise.lab.replay.replay`
 can drive it, but it is no :class:`~tunewise.schedulers.TaskScheduler`: its choices depend on the future, not
 only on the snapshots it was shown. :func:`fastest_allocation` is the lower bound no scheduler can beat.
 """
@@ -12,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tunewise.ledger import slot_size
-from tunewise.replay import TaskRun, Trace, TraceTask
-from tunewise.state import Snapshot, TaskView
+from tunewise.lab.replay import TaskRun, Trace, TraceTask
+from tunewise.tuning.ledger import slot_size
+from tunewise.tuning.state import Snapshot, TaskView
 
 
 class Oracle:

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from tunewise.replay import TaskRun, Trace, TraceTask
+from tunewise.lab.replay import TaskRun, Trace, TraceTask
 
 
 def synthetic(*, n_tasks: int, trials: int, seeds: int, seed: int = 0) -> Trace:

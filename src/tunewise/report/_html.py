@@ -19,7 +19,7 @@ import time
 from collections import Counter
 
 from tunewise import energy
-from tunewise.destinations import check_file
+from tunewise.delivery.destinations import check_file
 from tunewise.report._plot import heavy_tasks
 from tunewise.report._summary import RunSummary
 from tunewise.report._text import run_table, short, task_label

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tunewise.estimate import calibrated_latency, model_latency, task_latency
 from tunewise.forecast import Forecast
 from tunewise.goals import Goal
 from tunewise.stores import FROM_BASE, Artifact, Checkpoint, ModelLatency, Run, Store
+from tunewise.tuning.estimate import calibrated_latency, model_latency, task_latency
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class TaskSummary:
 @dataclass(frozen=True)
 class Failure:
     """A failed candidate: its task (``None`` for imported records), the kind of error the store gives it
-    (:data:`tunewise.measure.BUILD_ERROR`, ``RUN_ERROR``, ``TIMEOUT``) and the error's message."""
+    (:data:`tunewise.tuning.measure.BUILD_ERROR`, ``RUN_ERROR``, ``TIMEOUT``) and the error's message."""
 
     task: int | None
     kind: str
@@ -71,7 +71,7 @@ class RunSummary:
     @property
     def calibrated(self) -> float:
         """The final estimate brought to what the latest whole-model check measured
-        (:func:`tunewise.estimate.calibrated_latency`); the estimate itself without a check."""
+        (:func:`tunewise.tuning.estimate.calibrated_latency`); the estimate itself without a check."""
         return calibrated_latency(self.estimate, self.curve, ((m.elapsed, m.latency) for m in self.measured))
 
     @property

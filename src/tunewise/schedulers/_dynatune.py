@@ -22,7 +22,7 @@ and differ in how they choose from the rewards (UCB, epsilon-greedy, softmax).
 - Reward (:meth:`expected_reduction`): the expected improvement ``EI`` over the best throughput gives
   the expected throughput after the slot, ``p + EI``, hence the model-latency reduction
   ``weight * (current_latency - flops / (p + EI))``, divided by the current model-latency estimate
-  (:meth:`~tunewise.state.Snapshot.estimated_latency`) so that it is a fraction in ``[0, 1]``.
+  (:meth:`~tunewise.tuning.state.Snapshot.estimated_latency`) so that it is a fraction in ``[0, 1]``.
 - Peak: ``peak_gflops`` when given (the hardware's peak, as in the paper); otherwise the smallest power
   of two at least twice the best throughput of any task, so the best task still has room to climb and
   the scale (hence every fit) changes only when the best throughput doubles.
@@ -45,7 +45,7 @@ import numpy as np
 from tunewise.belief import CurveModel, expected_improvement
 from tunewise.schedulers._base import TaskScheduler
 from tunewise.schedulers._prior import heaviest_first, untuned_share
-from tunewise.state import Snapshot, TaskView
+from tunewise.tuning.state import Snapshot, TaskView
 
 
 class _DynaTune(TaskScheduler):
@@ -166,7 +166,7 @@ class DynaTune(_DynaTune):
     rewards) is 0.2 by default, chosen on those traces and the Transformer's (with the warm-up; 0.1 and
     0.3 do no better there).
 
-    >>> from tunewise.state import Snapshot, TaskView
+    >>> from tunewise.tuning.state import Snapshot, TaskView
     >>> tasks = (TaskView(0, "a", 1, 1e9, 1.0, (0.5, 0.4), (16, 32), 32), TaskView(1, "b", 1, 1e9, 1.0))
     >>> DynaTune(seed=0).next(Snapshot(tasks))  # warm-up: "b" has not been tried
     1

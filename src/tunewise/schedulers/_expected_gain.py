@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 
-from tunewise.ledger import slot_size
 from tunewise.schedulers._base import TaskScheduler
 from tunewise.schedulers._prior import heaviest_first
-from tunewise.state import Snapshot, TaskView
+from tunewise.tuning.ledger import slot_size
+from tunewise.tuning.state import Snapshot, TaskView
 
 
 class ExpectedGain(TaskScheduler):
@@ -34,14 +34,14 @@ class ExpectedGain(TaskScheduler):
       task with FLOPs has a valid result, a task with FLOPs is expected to shed all of its untuned time.
     - **Per second**: the gain is divided by the slot's expected seconds (search, builds, runs:
       :meth:`slot_seconds`), learnt from the durations of the run's slots
-      (:meth:`~tunewise.state.Snapshot.slot_seconds`). A slot's cost depends first on its position in its
+      (:meth:`~tunewise.tuning.state.Snapshot.slot_seconds`). A slot's cost depends first on its position in its
       task's run (on the CPU traces a task's first and fifth slots take about three times its others), then on
       the task: so it is expected to cost the mean of the run's slots at that position, scaled by how slow the
       task's own slots were against theirs. Without durations in the snapshot, every slot costs the same.
 
     Deterministic, and cheap: a decision is one pass over the tasks.
 
-    >>> from tunewise.state import Snapshot, TaskView
+    >>> from tunewise.tuning.state import Snapshot, TaskView
     >>> a = TaskView(0, "conv", 1, 1e9, 1e-2, (1e-3,), (16,), 16)
     >>> b = TaskView(1, "reshape", 1, 0.0, 1e-5)
     >>> ExpectedGain().next(Snapshot((a, b)))  # 1 ms x 10 % beats 10 us x 25 %

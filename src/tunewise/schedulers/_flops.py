@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tunewise.schedulers._base import TaskScheduler
 from tunewise.schedulers._prior import heaviest_first
-from tunewise.state import Snapshot
+from tunewise.tuning.state import Snapshot
 
 
 class Flops(TaskScheduler):
@@ -16,7 +16,7 @@ class Flops(TaskScheduler):
     ICLR 2021), with trials standing in for tuning time. A task with no FLOPs counts as one FLOP, as in
     MetaSchedule, so it still gets a (tiny) share.
 
-    >>> from tunewise.state import Snapshot, TaskView
+    >>> from tunewise.tuning.state import Snapshot, TaskView
     >>> tasks = (TaskView(0, "big", 1, 3e6, 1e-3, trials=32), TaskView(1, "small", 1, 1e6, 1e-3, trials=16))
     >>> Flops().next(Snapshot(tasks))  # 32 / 3e6 < 16 / 1e6
     0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tunewise.schedulers._expected_gain import ExpectedGain
 from tunewise.schedulers._gradient import Gradient
-from tunewise.state import Snapshot
+from tunewise.tuning.state import Snapshot
 
 
 class GatedGradient(Gradient):
@@ -22,7 +22,7 @@ class GatedGradient(Gradient):
     which in real runs kept ``gradient`` off tasks whose search had stalled, where ``expected-gain``'s one learning
     curve for every task did not.
 
-    >>> from tunewise.state import Snapshot, TaskView
+    >>> from tunewise.tuning.state import Snapshot, TaskView
     >>> conv = TaskView(0, "conv", 1, 1e9, 1e-2, (1e-3,), (16,), 16)  # 1 GFLOP in 1 ms once tuned
     >>> reshape = TaskView(1, "reshape", 1, 0.0, 1e-5)  # 10 us untuned
     >>> GatedGradient(seed=0).next(Snapshot((conv, reshape)))  # gradient would try the reshape first

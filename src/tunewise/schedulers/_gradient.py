@@ -6,7 +6,7 @@ import numpy as np
 
 from tunewise.schedulers._base import TaskScheduler
 from tunewise.schedulers._prior import heaviest_first
-from tunewise.state import Snapshot, TaskView
+from tunewise.tuning.state import Snapshot, TaskView
 
 
 class Gradient(TaskScheduler):
@@ -27,11 +27,11 @@ class Gradient(TaskScheduler):
     A task without a valid measurement has ``best = inf``; TVM puts ``1e100`` ms there, which makes such a
     task win every slot (and its window gradient absurd) until it measures something, starving the others
     when a task keeps failing. Here each history entry is taken as the task's current latency,
-    ``min(best, default_latency)``, the same as :attr:`~tunewise.state.TaskView.current_latency`: a task
+    ``min(best, default_latency)``, the same as :attr:`~tunewise.tuning.state.TaskView.current_latency`: a task
     that has failed so far counts with its untuned latency, and once it measures, its progress is measured
     from there. Latencies are in seconds (TVM uses ms); the choice does not depend on the unit.
 
-    >>> from tunewise.state import Snapshot, TaskView
+    >>> from tunewise.tuning.state import Snapshot, TaskView
     >>> a = TaskView(0, "a", 1, 1e6, 1.0, best_history=(0.5, 0.4))
     >>> b = TaskView(1, "b", 2, 1e6, 1.0, best_history=(0.3,))
     >>> Gradient(seed=0).next(Snapshot((a, b)))  # 0.8 * 0.4 / 2 = 0.16 < 0.8 * 0.3 * 2 = 0.48

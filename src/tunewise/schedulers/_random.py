@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tunewise.schedulers._base import TaskScheduler
-from tunewise.state import Snapshot
+from tunewise.tuning.state import Snapshot
 
 
 class Random(TaskScheduler):
@@ -14,7 +14,7 @@ class Random(TaskScheduler):
     Owns a ``numpy.random.Generator`` seeded with ``seed``; two instances with the same integer seed shown
     the same snapshots make the same choices.
 
-    >>> from tunewise.state import Snapshot, TaskView
+    >>> from tunewise.tuning.state import Snapshot, TaskView
     >>> tasks = tuple(TaskView(i, str(i), 1, 1e6, 1e-3) for i in range(3))
     >>> Random(seed=0).next(Snapshot(tasks)) in (0, 1, 2)
     True

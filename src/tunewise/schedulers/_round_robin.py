@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tunewise.schedulers._base import TaskScheduler
 from tunewise.schedulers._prior import heaviest_first
-from tunewise.state import Snapshot
+from tunewise.tuning.state import Snapshot
 
 
 class RoundRobin(TaskScheduler):
@@ -16,7 +16,7 @@ class RoundRobin(TaskScheduler):
     stateless: the counts come from the snapshot, so a resumed run, or one that switched scheduler, first
     evens the counts out, then cycles.
 
-    >>> from tunewise.state import Snapshot, TaskView
+    >>> from tunewise.tuning.state import Snapshot, TaskView
     >>> tasks = (TaskView(0, "a", 1, 1e6, 1e-3, best_history=(1e-3,)), TaskView(1, "b", 1, 1e6, 1e-3))
     >>> RoundRobin().next(Snapshot(tasks))
     1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tunewise.schedulers._base import TaskScheduler
 from tunewise.schedulers._prior import heaviest_first
-from tunewise.state import Snapshot
+from tunewise.tuning.state import Snapshot
 
 
 class Sequential(TaskScheduler):
@@ -15,7 +15,7 @@ class Sequential(TaskScheduler):
     session marks it finished (its per-task budget is spent, or it stopped improving), then the next one
     takes over; this is the baseline of DynaTune (Wang et al., ICLR 2021).
 
-    >>> from tunewise.state import Snapshot, TaskView
+    >>> from tunewise.tuning.state import Snapshot, TaskView
     >>> tasks = (TaskView(0, "a", 1, 1e6, 1e-3, finished=True), TaskView(1, "b", 1, 1e6, 1e-3))
     >>> Sequential().next(Snapshot(tasks))
     1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from tunewise.schedulers._round_robin import RoundRobin
-from tunewise.state import TaskView
+from tunewise.tuning.state import TaskView
 
 
 class Survey(RoundRobin):
@@ -22,7 +22,7 @@ class Survey(RoundRobin):
     :class:`~tunewise.schedulers.TaskScheduler`). The whole-model checks after each epoch are the stop
     rules' (:mod:`tunewise.stoppers`), which work with any scheduler.
 
-    >>> from tunewise.state import TaskView
+    >>> from tunewise.tuning.state import TaskView
     >>> Survey().retired(TaskView(0, "conv", 1, 1e9, 4e-3, best_history=(3e-3, 2e-3, 2e-3, 2e-3)))
     False
     >>> Survey().retired(TaskView(0, "conv", 1, 1e9, 4e-3, best_history=(3e-3, 2e-3, 2e-3, 2e-3, 2e-3)))

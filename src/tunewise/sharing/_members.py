@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from tunewise.state import TaskView
+from tunewise.tuning.state import TaskView
 
 SHORTFALL = 0.8
 """A member falls back when its throughput is below this fraction of its representative's."""

@@ -24,7 +24,7 @@ WARM_SOURCES = 4  # the most other workloads a task's first slot starts from
 
 class Planner:
     """The sharing of one run: ``mode`` (a :data:`tunewise.sharing.MODES` name) and ``warm_start`` for the
-    tasks of ``model`` (an :class:`~tunewise.tasks.ExtractedModel`), whose workloads are stored in ``store`` as
+    tasks of ``model`` (an :class:`~tunewise.lowering.tasks.ExtractedModel`), whose workloads are stored in ``store`` as
     ``workloads``; ``database`` (:class:`~tunewise.stores.StoreDatabase`) turns stored trials into records.
     ``base`` is the record base the warm start reads beside the store (``None``: none); :attr:`from_base` holds
     the module hashes of the schedules made from its records."""

@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tunewise import destinations
+from tunewise.delivery import destinations
 from tunewise.errors import InputError
 
 FORMAT, VERSION = "tunewise-record-base", 1

@@ -98,7 +98,8 @@ def flop_shares(tasks) -> list[float]:
 
 
 def select_tasks(tasks, signatures: Sequence[Signature], *, threshold: float = THRESHOLD) -> Selection:
-    """:func:`select` over ``tasks`` (with ``weight``, ``flops`` and ``default_latency``: :class:`tunewise.tasks.Task`)
+    """:func:`select` over ``tasks`` (with ``weight``, ``flops`` and ``default_latency``:
+    :class:`tunewise.lowering.tasks.Task`)
     whose design spaces have ``signatures`` (:func:`~tunewise.sharing.task_signature`), weighed by
     :func:`latency_shares`."""
     matrix = [[similarity(a, b) for b in signatures] for a in signatures]

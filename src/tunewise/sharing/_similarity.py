@@ -32,7 +32,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from tunewise import spaces
+from tunewise.lowering import spaces
 
 _RANDOM_VARIABLE = re.compile(r"^[blv]\d+$")  # how a trace's JSON names blocks, loops and sampled values
 

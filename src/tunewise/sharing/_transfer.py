@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tunewise import spaces
+from tunewise.lowering import spaces
 from tunewise.sharing._similarity import divisors, inlined_blocks
 
 

@@ -1,8 +1,8 @@
 """Stop rules: when the whole run is over.
 
 Every rule follows the contract of :class:`StopRule`; :func:`create` builds one from its name. The
-:class:`~tunewise.ledger.Ledger` takes a list of them (``stoppers=[...]``) and asks them before every slot,
-so they end a real session and a :func:`~tunewise.replay.replay` alike, whatever the scheduler.
+:class:`~tunewise.tuning.ledger.Ledger` takes a list of them (``stoppers=[...]``) and asks them before every slot,
+so they end a real session and a :func:`~tunewise.lab.replay.replay` alike, whatever the scheduler.
 
 >>> rule = create("goal", latency=0.012)
 >>> create(rule) is rule

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tunewise.errors import InputError
-from tunewise.state import Cost, Snapshot
 from tunewise.stoppers._base import StopRule, positive
+from tunewise.tuning.state import Cost, Snapshot
 
 
 class CostBudget(StopRule):
@@ -17,7 +17,7 @@ class CostBudget(StopRule):
     meters energy (:mod:`tunewise.energy`); without one, :meth:`check` raises
     :class:`~tunewise.errors.InputError`.
 
-    >>> from tunewise.state import Cost, Snapshot
+    >>> from tunewise.tuning.state import Cost, Snapshot
     >>> budget = CostBudget(joules=50e3)
     >>> budget.check(Snapshot(()), Cost(seconds=60.0, joules=12e3)) is None
     True

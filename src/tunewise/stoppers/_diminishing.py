@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from tunewise.errors import InputError
-from tunewise.state import Cost, Snapshot
 from tunewise.stoppers._base import StopRule
+from tunewise.tuning.state import Cost, Snapshot
 
 _PER = ("seconds", "joules", "trials")
 
@@ -45,7 +45,7 @@ class DiminishingReturns(StopRule):
     :class:`~tunewise.schedulers.Survey` and round-robin epoch; the same amount of tuning with other
     schedulers). The points are kept in :attr:`points` (``(cost, latency)``, in ``per`` units and seconds).
 
-    >>> from tunewise.state import Cost, Snapshot
+    >>> from tunewise.tuning.state import Cost, Snapshot
     >>> def measured(*latencies): return Snapshot((), measured=tuple((0.0, f) for f in latencies))
     >>> rule = DiminishingReturns()
     >>> rule.check(measured(10e-3), Cost(seconds=0.0)), rule.check(measured(10e-3, 8e-3), Cost(seconds=60.0))

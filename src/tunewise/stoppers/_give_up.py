@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from tunewise.state import Cost, Snapshot
 from tunewise.stoppers._base import StopRule, milliseconds, positive
+from tunewise.tuning.state import Cost, Snapshot
 
 
 class GiveUp(StopRule):
-    """End the run once its forecast (:attr:`~tunewise.state.Snapshot.forecast`, :mod:`tunewise.forecast`)
+    """End the run once its forecast (:attr:`~tunewise.tuning.state.Snapshot.forecast`, :mod:`tunewise.forecast`)
     says the model-latency estimate will not reach ``latency`` seconds by the end of the budget with
     probability at least ``probability``.
 
@@ -16,7 +16,7 @@ class GiveUp(StopRule):
     the forecast latency at the budget's end.
 
     >>> from tunewise.forecast import END_LEVELS, Forecast
-    >>> from tunewise.state import Cost, Snapshot
+    >>> from tunewise.tuning.state import Cost, Snapshot
     >>> forecast = Forecast(9, 60.0, (60.0, 120.0), (11e-3, 9e-3), (11e-3, 10e-3), (11e-3, 11e-3),
     ...                     tuple(8.5e-3 + 3e-3 * q for q in END_LEVELS))
     >>> GiveUp(latency=8e-3, probability=0.9).check(Snapshot((), forecast=forecast), Cost())

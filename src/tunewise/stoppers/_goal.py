@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tunewise.state import Cost, Snapshot
 from tunewise.stoppers._base import StopRule, milliseconds, model_latency, positive
+from tunewise.tuning.state import Cost, Snapshot
 
 
 class LatencyGoal(StopRule):
@@ -15,7 +15,7 @@ class LatencyGoal(StopRule):
     estimate (the weighted sum of the tasks' best latencies). With ``measured_only`` the estimate never ends
     the run: only a measured latency counts.
 
-    >>> from tunewise.state import Cost, Snapshot, TaskView
+    >>> from tunewise.tuning.state import Cost, Snapshot, TaskView
     >>> tasks = (TaskView(0, "conv", 2, 1e9, 8e-3, best_history=(5e-3,)),)
     >>> LatencyGoal(latency=0.012).check(Snapshot(tasks), Cost())
     'latency goal 12 ms reached: estimated model latency 10 ms'

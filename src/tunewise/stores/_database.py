@@ -91,7 +91,7 @@ class StoreDatabase(ms.database.PyDatabase):
 
     def reject(self, record) -> None:
         """Leave ``record`` out of :meth:`get_top_k` from now on (in this object, not in the store): it computes
-        otherwise than its task's untuned schedule (:func:`tunewise.kernel_checks.first_matching`)."""
+        otherwise than its task's untuned schedule (:func:`tunewise.tuning.kernel_checks.first_matching`)."""
         self._rejected.add(record_json(record))
 
     # -- workload ids ----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import json
 import os
 import time
 
-from tunewise.destinations import check_folder
+from tunewise.delivery.destinations import check_folder
 from tunewise.errors import InputError, message_line
 from tunewise.stores._base import IMPORTED, Store, StoredTrial
 from tunewise.stores._database import StoreDatabase, record_json, target_key
