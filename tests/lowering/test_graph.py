@@ -332,15 +332,15 @@ class _Gelu(torch.nn.Module):
         return torch.nn.functional.gelu(y) + torch.erf(y)
 
 
-@pytest.mark.parametrize("level", graph.LEVELS[1:])
-def test_gelu_and_erf_lose_the_scalar_erf_from_fold_bn_on(host_target, level):
+@pytest.mark.parametrize("level", graph.LEVELS)
+def test_gelu_and_erf_lose_the_scalar_erf_at_every_level(host_target, level):
     with torch.random.fork_rng():  # fixed weights, inputs spread over erf's curve and its flat tails
         torch.manual_seed(0)
         module, inputs = _Gelu(), (3 * torch.randn(4, 16),)
     extracted = tasks.extract(frontend.load(module, example_inputs=inputs), host_target, level=level)
     scalar_erf = [t.name for t, mod in zip(extracted.tasks, extracted.task_mods, strict=True)
                   if "T.erf(" in mod.script()]
-    assert bool(scalar_erf) == (level == "decompose"), scalar_erf
+    assert scalar_erf == []
     compiled = compiler.CompiledModel(compiler.build(extracted), host_target)
     assert compiler.verify(compiled, extracted.inputs, extracted.reference_outputs) < 1e-5
 

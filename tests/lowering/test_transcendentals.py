@@ -5,6 +5,7 @@ import re
 
 import numpy as np
 import pytest
+import scipy.special
 import torch
 
 from tunewise.importing import frontend
@@ -14,8 +15,9 @@ pytestmark = pytest.mark.tvm
 
 SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-40, 2.0 ** -126, 1e-20, -1e-20, 1.0, -1.0,
             88.72283, 88.72284, 100.0, -87.33654, -103.2, -103.98, -200.0, 3.4028235e38, -3.4028235e38]
-TRUTH = {"exp": np.exp, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "tanh": np.tanh, "log": np.log}
-MAX_ULPS = {"exp": 1, "sigmoid": 2.5, "tanh": 1.5, "log": 1}
+TRUTH = {"exp": np.exp, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "tanh": np.tanh, "log": np.log,
+         "erf": scipy.special.erf}
+MAX_ULPS = {"exp": 1, "sigmoid": 2.5, "tanh": 1.5, "log": 1, "erf": 6}
 # a scalar call of libm (or of an LLVM intrinsic that becomes one) in assembly or LLVM IR
 LIBM_CALL = re.compile(r"\b(?:call\w*\s+|call [^@\n]*@)(?:llvm\.)?"
                        r"(?:exp|exp2|expm1|log|log2|log1p|tanh|sigmoid|pow|erf)(?:f|\.f32|\.v\d+f32)?\b")
@@ -75,7 +77,7 @@ def test_special_values_exactly():
 
     target = tvm.target.Target({"kind": "llvm"})  # generic x86-64, without the host's FMA
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -1.0, 1e-30, -1e-30, 89.0, -104.0], np.float32)
-    exp, sigmoid, tanh, log = (_run(_built(f, "float32", len(x), target), x) for f in TRUTH)
+    exp, sigmoid, tanh, log, erf = (_run(_built(f, "float32", len(x), target), x) for f in TRUTH)
     nan, inf = np.nan, np.inf
     np.testing.assert_array_equal(exp[[0, 1, 2, 3, 4, 6, 7, 8, 9]], [nan, inf, 0, 1, 1, 1, 1, inf, 0])
     np.testing.assert_array_equal(sigmoid[[0, 1, 2, 3, 4, 8, 9]], [nan, 1, 0, 0.5, 0.5, 1, 0])
@@ -83,6 +85,8 @@ def test_special_values_exactly():
     np.testing.assert_array_equal(tanh[6:8], x[6:8])
     assert not np.signbit(tanh[3]) and np.signbit(tanh[4])
     np.testing.assert_array_equal(log[[0, 1, 2, 3, 4, 5, 7, 9]], [nan, inf, nan, -inf, -inf, nan, nan, nan])
+    np.testing.assert_array_equal(erf[[0, 1, 2, 3, 4, 8, 9]], [nan, 1, -1, 0, 0, 1, -1])
+    assert not np.signbit(erf[3]) and np.signbit(erf[4])
 
 
 def test_float16_through_float32(host_target):
@@ -93,7 +97,7 @@ def test_float16_through_float32(host_target):
 
 class _Activations(torch.nn.Module):
     def forward(self, x):
-        return torch.softmax(x * torch.sigmoid(x) + torch.tanh(x), dim=-1).log()
+        return torch.softmax(x * torch.sigmoid(x) + torch.tanh(x) + torch.nn.functional.gelu(x), dim=-1).log()
 
 
 def _vectorised(mod):
@@ -126,10 +130,11 @@ def _libm_calls(model, target) -> list[str]:
     return found
 
 
-def test_the_lowered_kernels_call_no_libm_function(host_target, monkeypatch):
+@pytest.mark.parametrize("level", ["none", None])  # the least the graph is rewritten, and the default
+def test_the_lowered_kernels_call_no_libm_function(host_target, monkeypatch, level):
     x = torch.randn(4, 64, generator=torch.Generator().manual_seed(0))
     imported = frontend.load(_Activations(), example_inputs=(x,))
-    model = tasks.extract(imported, host_target)
+    model = tasks.extract(imported, host_target, level=level)
     assert _libm_calls(model, host_target) == []
     monkeypatch.setattr(graph, "tir_rewrites", lambda _target: [])  # as TVM lowers them: the test can fail
-    assert _libm_calls(tasks.extract(imported, host_target), host_target)
+    assert _libm_calls(tasks.extract(imported, host_target, level=level), host_target)

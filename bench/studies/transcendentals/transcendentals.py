@@ -1,4 +1,4 @@
-"""Benchmark: ``exp``, ``sigmoid``, ``tanh`` and ``log`` in vectorisable TIR against libm and TOPI's fast ones.
+"""Benchmark: ``exp``, ``sigmoid``, ``tanh``, ``log`` and ``erf`` in vectorisable TIR against libm and TOPI's.
 
 ::
 
@@ -8,13 +8,13 @@
 Three parts, one JSON (with :mod:`provenance`):
 
 - ``accuracy``: each function as tunewise computes it (:mod:`tunewise.lowering.transcendentals`), as TVM lowers it
-  for LLVM (libm: ``expf``, ``logf``, ``tanhf``), and TOPI's ``fast_exp``/``fast_tanh`` (sigmoid as
-  ``1 / (1 + fast_exp(-x))``), each one kernel built for this CPU, run on every ``--stride``-th float32 bit
+  for LLVM (libm: ``expf``, ``logf``, ``tanhf``, ``erff``), and TOPI's ``fast_exp``/``fast_tanh``/``fast_erf``
+  (sigmoid as ``1 / (1 + fast_exp(-x))``), each one kernel built for this CPU, run on every ``--stride``-th float32 bit
   pattern (all signs and exponents, NaNs included) and on special values. The error of a result is in units in
   the last place of the float32 at the true value (float64 numpy, ``2^-149`` in the denormals): its maximum,
   where it is, and how many results are off by more than 1 ulp or wrong in kind (a NaN, an inf or a 0 where
   the other is due). ``specials`` lists the results at NaN, ±inf, ±0, the overflow and underflow edges.
-- ``loops``: SiLU, sigmoid, tanh and the exponent of a softmax on ``--elements`` floats, split by 16 and
+- ``loops``: SiLU, sigmoid, tanh, GELU and the exponent of a softmax on ``--elements`` floats, split by 16 and
   vectorised, one core: median time, libm lowering (``old``) against tunewise's (``new``).
 - ``probe``: ``silu(x) + sigmoid(x) / 2`` on a 1x96x112x112 input through tunewise's compilation, untuned and
   after ``--trials`` trials a task (``tunewise.job.workflow.tune``, its timing), with TVM's lowering of the
@@ -34,14 +34,16 @@ import tempfile
 from unittest import mock
 
 import numpy as np
+import scipy.special
 
 BENCH = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks share
 
 import provenance
 
-FUNCTIONS = ("exp", "sigmoid", "tanh", "log")
-TRUTH = {"exp": np.exp, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "tanh": np.tanh, "log": np.log}
+FUNCTIONS = ("exp", "sigmoid", "tanh", "log", "erf")
+TRUTH = {"exp": np.exp, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "tanh": np.tanh, "log": np.log,
+         "erf": scipy.special.erf}
 SPECIALS = [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1e-45, -1e-45, 1e-40, 1.17549435e-38, 1.0,
             -1.0, 1e-20, -1e-20, 88.72283, 88.72284, 88.8, -87.33654, -103.2789, -103.97, -104.0, -200.0, 200.0,
             3.4028235e38, -3.4028235e38]
@@ -68,11 +70,14 @@ def kernel(name: str, variant: str, n: int, target, *, row: int = 0):
 
     a = te.placeholder((n,), "float32", name="A")
     if variant == "topi":
-        inner = {"exp": lambda t: topi.fast_exp(t), "tanh": lambda t: topi.fast_tanh(t),
+        inner = {"exp": lambda t: topi.fast_exp(t), "tanh": lambda t: topi.fast_tanh(t), "erf": topi.fast_erf,
                  "sigmoid": lambda t: topi.divide(1.0, topi.add(1.0, topi.fast_exp(topi.negative(t))))}[name]
         b = inner(a)
     elif name == "silu":
         b = te.compute((n,), lambda i: a[i] * expression("sigmoid", variant, a[i]), name="B")
+    elif name == "gelu":
+        b = te.compute((n,), lambda i: a[i] * (0.5 + 0.5 * expression("erf", variant, a[i] * 0.7071067811865476)),
+                       name="B")
     elif name == "softmax-exp":
         b = te.compute((n,), lambda i: expression("exp", variant, a[i] - a[i - i % row]), name="B")
     else:
@@ -152,7 +157,7 @@ def loops(target, elements: int, number: int, repeat: int) -> dict:
     x = np.random.default_rng(0).normal(0, 4, elements).astype(np.float32)
     arrays = [tvm.runtime.tensor(x, device), tvm.runtime.tensor(np.zeros_like(x), device)]
     result = {}
-    for name in ("silu", "sigmoid", "tanh", "softmax-exp"):
+    for name in ("silu", "sigmoid", "tanh", "gelu", "softmax-exp"):
         row = {}
         for label, variant in (("old", "libm"), ("new", "tunewise")):
             row[f"{label}_ms"] = timed(kernel(name, variant, elements, target, row=1000), arrays, number,
@@ -211,7 +216,7 @@ def main() -> None:
     if "accuracy" in parts:
         result["accuracy"] = {}
         for name in FUNCTIONS:
-            variants = ("tunewise", "libm", "topi") if name in ("exp", "sigmoid", "tanh") else ("tunewise", "libm")
+            variants = ("tunewise", "libm") if name == "log" else ("tunewise", "libm", "topi")
             result["accuracy"][name] = {v: accuracy(name, v, target, args.stride) for v in variants}
             for v, found in result["accuracy"][name].items():
                 print(name, v, {k: found[k] for k in ("calls", "max_ulps", "at", "over_1_ulp", "wrong_kind",

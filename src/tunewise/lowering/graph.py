@@ -28,10 +28,9 @@ negative axes of the operators that Relax's ``ConvertLayout`` cannot remap (it f
 ``std::bad_alloc``) are made non-negative, and ``clip`` (which it would wrap in transposes) is written as
 ``maximum`` and ``minimum``. It keeps transposed convolutions in NCHW (NCW) data and IOHW (IOW) weights, the
 only layouts ``LegalizeOps`` lowers them in (TOPI has no channels-last transposed convolution), with
-transposes around them; resizes and pools take the channels-last layout. From ``fold-bn`` on, a last step
-writes ``erf`` and GELU with an ``erf`` that vectorises (:func:`vectorisable_erf`). On a CPU, lowering
-writes ``exp``, ``sigmoid``, ``tanh`` and ``log`` in the TIR functions in arithmetic that vectorises too, at
-every level (:func:`tir_rewrites`).
+transposes around them; resizes and pools take the channels-last layout. On a CPU, lowering writes ``exp``,
+``sigmoid``, ``tanh``, ``log`` and ``erf`` in the TIR functions in arithmetic that vectorises, at every level
+(:func:`tir_rewrites`).
 
 Every function of the optimised module compiles: :func:`optimize` lowers it as extraction does and looks for
 operators left that the VM cannot run (:func:`cannot_compile`). A step that fails on a function, or leaves in
@@ -83,7 +82,6 @@ def _steps(level: str) -> list[tuple[str, list]]:
                                     relax.transform.FoldConstant()]))
     if level == "winograd":  # after the layout step: it rewrites channels-last convolutions
         steps.append((WINOGRAD_STEP, [winograd_convolutions(), relax.transform.FoldConstant()]))
-    steps.append(("vectorisable erf", [vectorisable_erf()]))  # after the layout step, which has no rule for it
     return steps
 
 
@@ -351,30 +349,6 @@ def clip_bounds(call):
     return relax.op.minimum(x, relax.const(exact(high), dtype)) if math.isfinite(high) else x
 
 
-def vectorisable_erf():
-    """A module pass writing ``erf``, and the GELU built on it, with TOPI's ``fast_erf``: a rational
-    approximation in plain arithmetic (Eigen's; within a few units in the last place of float32) where LLVM
-    lowers ``erf`` to a scalar library call per element. Timed on AMD EPYC ``znver3``, the bundled
-    Transformer's GELU (128 x 1024 floats, four a call) took 2.1 ms tuned with ``erf``, half the model's
-    estimate; its design space holds nothing a search could vectorise it with. Float32 and float16 only, the
-    types ``fast_erf`` has; ``gelu(x)`` becomes ``x * (0.5 + 0.5 * erf(x / sqrt 2))``, its definition."""
-    from tvm import relax, topi
-
-    def rewrite(builder, call):
-        x = call.args[0]
-        dtype = str(x.ty.dtype)
-        if dtype not in ("float32", "float16"):
-            return None
-        if call.op.name == "relax.erf":
-            return builder.call_te(topi.fast_erf, x)
-        half = relax.const(0.5, dtype)
-        scaled = builder.emit(relax.op.multiply(x, relax.const(math.sqrt(0.5), dtype)))
-        erf = builder.emit(builder.call_te(topi.fast_erf, scaled))
-        return relax.op.multiply(x, relax.op.add(half, relax.op.multiply(erf, half)))
-
-    return rewriting_pass(("relax.erf", "relax.nn.gelu"), rewrite, "VectorisableErf")
-
-
 def winograd_convolutions():
     """A module pass writing each Relax ``conv2d`` that :func:`tunewise.lowering.winograd.eligible` accepts as a
     Winograd convolution (:mod:`tunewise.lowering.winograd`): the weight's transform, an operator on the constant weight
@@ -465,7 +439,7 @@ def lower(mod, target, level: str):
 
 def tir_rewrites(target) -> list:
     """The passes :func:`lower` ends with on the TIR functions for ``target``: on an LLVM (CPU) target, ``exp``,
-    ``sigmoid``, ``tanh`` and ``log`` written in arithmetic that LLVM vectorises
+    ``sigmoid``, ``tanh``, ``log`` and ``erf`` written in arithmetic that LLVM vectorises
     (:func:`tunewise.lowering.transcendentals.vectorisable_transcendentals`) where it would call libm per element."""
     from tunewise.lowering import transcendentals
 

@@ -1,22 +1,19 @@
-"""``exp``, ``sigmoid``, ``tanh`` and ``log`` in plain TIR arithmetic, which LLVM vectorises.
+"""``exp``, ``sigmoid``, ``tanh``, ``log`` and ``erf`` in plain TIR arithmetic, which LLVM vectorises.
 
-LLVM lowers TIR's ``exp``, ``log`` and ``tanh`` (and ``sigmoid``, which TVM writes with ``exp``) to one scalar
-libm call per element, even in a vectorised loop. :func:`vectorisable_transcendentals` rewrites every such
-call of a PrimFunc, on float32 and float16 (computed in float32), into range reduction and a polynomial
-(Cephes' ``expf``, ``logf``, ``tanhf``) with selects for the special values: floating-point operations,
-integer bit operations and selects only.
+LLVM lowers TIR's ``exp``, ``log``, ``tanh`` and ``erf`` (and ``sigmoid``, which TVM writes with ``exp``) to one
+scalar libm call per element, even in a vectorised loop. :func:`vectorisable_transcendentals` rewrites every such
+call of a PrimFunc, on float32 and float16 (computed in float32), into range reduction and a polynomial (Cephes'
+``expf``, ``logf``, ``tanhf``; Eigen's rational ``erf``) with selects for the special values.
 
-Accuracy in float32, in ulps of the float32 at the true (float64) value, over a stride through every float32
-(``bench/studies/transcendentals/transcendentals.py``): ``exp`` and ``log`` within 1 ulp, ``tanh`` within 1.5 ulps
-(relative to its value near 0 too), ``sigmoid`` within 2.5 ulps, denormal results included. NaN stays NaN; ``exp`` is
-inf above ``log(FLT_MAX)``, goes through the denormals to 0 below, ``exp(-inf) = 0``; ``sigmoid(inf) = 1``,
-``sigmoid(-inf) = 0``, ``tanh(±inf) = ±1``, ``tanh(-0) = -0``; ``log(0) = -inf``, ``log(inf) = inf``, ``log`` of
-a negative number is NaN and of a denormal finite.
+Accuracy in float32, in ulps at the true value (``tests/lowering/test_transcendentals.py``): ``exp`` and ``log``
+within 1, ``tanh`` 1.5, ``sigmoid`` 2.5, ``erf`` 6, denormal results included. NaN stays NaN; ``exp`` overflows
+to inf and underflows through the denormals to 0; ``sigmoid``, ``tanh`` and ``erf`` reach their limits at
+±inf; ``tanh(-0) = -0``; ``log(0) = -inf``, ``log(inf) = inf``, ``log`` of a negative number is NaN.
 """
 
 from __future__ import annotations
 
-REWRITTEN = ("tirx.exp", "tirx.sigmoid", "tirx.tanh", "tirx.log")
+REWRITTEN = ("tirx.exp", "tirx.sigmoid", "tirx.tanh", "tirx.log", "tirx.erf")
 _DTYPES = ("float32", "float16")
 
 # Cephes expf: exp(r) = 1 + r + r^2 * P(r) on |r| <= ln(2)/2, after x = n ln2 + r with ln2 in two parts
@@ -31,6 +28,14 @@ _LOG_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 
 # Cephes tanhf: tanh(a) = a + a^3 * P(a^2) below 0.625, 1 - 2 / (exp(2a) + 1) above
 _TANH_P = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1)
 _TANH_SMALL = 0.625
+# Eigen's float erf (TOPI's fast_erf): x P(x^2) / Q(x^2) on [-4, 4], where erf rounds to +-1 outside
+_ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
+_ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+          -1.42647390514189e-02)
+_ERF_EDGE = 4.0
+# below this, erf(x) = 2 x / sqrt(pi) within half an ulp, and the rational form would lose the denormals
+_ERF_SMALL, _TWO_BY_SQRT_PI = 2.0 ** -12, 1.1283791670955126
 
 
 def _f(value: float):
@@ -122,7 +127,18 @@ def log(x):
     return tirx.Select(tirx.all(x > _f(0.0), x < infinity), result, special)
 
 
-_FORMULAS = {"tirx.exp": exp, "tirx.sigmoid": sigmoid, "tirx.tanh": tanh, "tirx.log": log}
+def erf(x):
+    """``erf`` of a float32 expression."""
+    from tvm import tirx
+
+    clamped = tirx.max(tirx.min(x, _f(_ERF_EDGE)), _f(-_ERF_EDGE))
+    z = clamped * clamped
+    rational = clamped * _horner(_ERF_P, z) / _horner(_ERF_Q, z)
+    result = tirx.Select(tirx.abs(x) < _f(_ERF_SMALL), x * _f(_TWO_BY_SQRT_PI), rational)
+    return tirx.Select(tirx.isnan(x), x, result)
+
+
+_FORMULAS = {"tirx.exp": exp, "tirx.sigmoid": sigmoid, "tirx.tanh": tanh, "tirx.log": log, "tirx.erf": erf}
 
 
 def rewrite(call):
