@@ -6,12 +6,11 @@ call of a PrimFunc, on float32 and float16 (computed in float32), into range red
 (Cephes' ``expf``, ``logf``, ``tanhf``) with selects for the special values: floating-point operations,
 integer bit operations and selects only.
 
-Accuracy in float32, in ulps of the float32 at the true (float64) value, over a stride through every float32
-(``bench/studies/transcendentals/transcendentals.py``): ``exp`` and ``log`` within 1 ulp, ``tanh`` within 1.5 ulps
-(relative to its value near 0 too), ``sigmoid`` within 2.5 ulps, denormal results included. NaN stays NaN; ``exp`` is
-inf above ``log(FLT_MAX)``, goes through the denormals to 0 below, ``exp(-inf) = 0``; ``sigmoid(inf) = 1``,
-``sigmoid(-inf) = 0``, ``tanh(±inf) = ±1``, ``tanh(-0) = -0``; ``log(0) = -inf``, ``log(inf) = inf``, ``log`` of
-a negative number is NaN and of a denormal finite.
+Accuracy in float32, in ulps of the float32 at the true value (evidence:
+bench/studies/transcendentals/findings.md): ``exp`` and ``log`` within 1 ulp, ``tanh`` within 1.5, ``sigmoid``
+within 2.5, denormal results included. NaN stays NaN; ``exp`` is inf above ``log(FLT_MAX)``, goes through the
+denormals to 0 below, ``exp(-inf) = 0``; ``sigmoid(±inf) = 1, 0``, ``tanh(±inf) = ±1``, ``tanh(-0) = -0``;
+``log(0) = -inf``, ``log(inf) = inf``, ``log`` of a negative number is NaN and of a denormal finite.
 """
 
 from __future__ import annotations
