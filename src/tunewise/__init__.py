@@ -1,8 +1,7 @@
 """tunewise: fast, cheap deep-learning model tuning on Apache TVM MetaSchedule and Relax.
 
->>> import tunewise
->>> result = tunewise.tune("tiny-mlp", budget=tunewise.Budget(max_trials=32))  # doctest: +SKIP
->>> model = tunewise.load(result.artifact)                                      # doctest: +SKIP
+``result = tunewise.tune("tiny-mlp", budget=tunewise.Budget(max_trials=32))`` tunes a model and writes its
+artifact; ``tunewise.load(result.artifact)`` loads it.
 
 TVM's, PyTorch's and ONNX's own output goes to a log file rather than the terminal
 (:mod:`tunewise.job.logs`); ``tunewise.set_verbose()`` lets it through.

@@ -1,9 +1,8 @@
 """Compilation targets: a device, the host CPU by default, with what MetaSchedule needs to know of it.
 
-A target is given as ``None``/``"host"``/``"llvm"``/``"cpu"`` (this machine's CPU: kind llvm, its real ``mcpu``,
-worth 3.5x on a matmul, and its core count), as ``"cuda"``/``"gpu"`` (NVIDIA GPU 0 of this machine, its
-attributes read from the device: :func:`cuda_description`, :func:`cuda_config`), as a JSON object, or as a
-TVM tag or kind name.
+A target is given as ``None``/``"host"``/``"llvm"``/``"cpu"`` (this machine's CPU: kind llvm, its real ``mcpu``
+and its core count), as ``"cuda"``/``"gpu"`` (NVIDIA GPU 0 of this machine, its attributes read from the
+device: :func:`cuda_description`, :func:`cuda_config`), as a JSON object, or as a TVM tag or kind name.
 
 A JSON object is taken as given, completed with what MetaSchedule cannot tune without: an llvm target
 without ``num-cores`` gets the cores this process may use (:func:`usable_cores`); a cuda target without its

@@ -19,42 +19,16 @@ class CurveModel:
     """Posterior over a parametric best-so-far curve, sampled with MCMC (DynaTune, Wang et al., ICLR 2021).
 
     ``fit(x, y)`` takes trial indices ``x > 0`` and best-so-far throughput ``y`` normalised by the peak
-    (``0..1``; the parameter bounds of the families assume it), and
+    (``0..1``), keeps the curve's last segment (:func:`~tunewise.belief.last_segment` at a ``jump``; ``None``
+    keeps it all), fits the family by least squares, and samples the posterior with emcee's affine-invariant
+    ensemble sampler (Goodman & Weare, 2010): ``y ~ N(f(x), sigma^2)``, a uniform prior on the family's bounds,
+    zero where the curve at the horizon falls below the best seen. ``n_walkers`` start from the Laplace
+    approximation; ``n_steps`` steps, ``burn_in`` dropped, every ``thin``-th kept (the defaults, against the
+    paper's sizes: bench/studies/schedulers/findings.md).
 
-    1. keeps the last segment of the curve (:func:`~tunewise.belief.last_segment`, breaks at a ``jump``
-       relative step; ``jump=None`` keeps the whole curve), extended back across breaks to the last
-       ``len(params) + 1`` points when it is shorter: early in tuning, when most slots improve by more than
-       ``jump``, a fit across a break beats no fit;
-    2. fits the family by least squares (scipy), started from the best of the family's starting points and
-       a few uniform draws from its bounds, with a penalty that keeps the curve at the horizon above the
-       best ``y`` seen;
-    3. samples the posterior with the affine-invariant ensemble sampler of emcee (Goodman & Weare, 2010;
-       Foreman-Mackey et al., 2013), written here with the log-probability vectorised over the walkers:
-       the likelihood is ``y ~ N(f(x), sigma^2)`` with ``log sigma`` sampled too; the prior is uniform on
-       the family's bounds (and on ``log sigma`` in ``[log 1e-4, 0]``) and zero where the curve at the
-       horizon falls below the best seen. The ``n_walkers`` start near the posterior, not in a tight ball:
-       they are resampled (sampling-importance-resampling) from draws of the Laplace approximation at the
-       least-squares point, so a short burn-in suffices. ``n_steps`` steps, the first ``burn_in`` dropped,
-       every ``thin``-th kept. The paper ran 10 walkers for 500 steps from a tight ball (300 burn-in, thin
-       10: 200 samples; pass those sizes to run as long); the defaults, 32 walkers for 200 steps (100
-       burn-in, all 3200 kept), cost about a tenth of the paper's emcee run, and DynaTune replayed with
-       them on synthetic traces reaches the same model latencies as fast
-       (``bench/studies/schedulers/dynatune_overhead.py``).
-
-    ``predict`` returns the mean and standard deviation over the samples of the curve (not of a noisy
-    observation of it). With fewer points than the family has parameters plus one, or if the fit or the
-    sampler fails, the model falls back to a flat belief: mean = the best ``y`` seen, std =
-    ``min(best, 1 - best)`` (it may double, but not pass the peak), or ``0.5`` when the best is 0 or there
-    is no data. Every output is finite.
-
-    ``seed`` is anything ``numpy.random.default_rng`` takes; each ``fit`` draws from a generator made from it
-    (an integer seed makes every fit reproducible), so the global RNG is never used.
-
-    >>> x = np.arange(1.0, 21.0) * 16
-    >>> model = CurveModel(n_walkers=8, n_steps=100, burn_in=50, seed=0).fit(x, 0.5 / (1 + (x / 40) ** -1.2))
-    >>> mean, std = model.predict([400.0])
-    >>> bool(abs(mean[0] - 0.5 / (1 + 10**-1.2)) < 0.02)
-    True
+    ``predict`` returns the mean and standard deviation of the curve over the samples. With too few points, or
+    if the fit or sampler fails, the belief is flat: mean the best ``y``, std ``min(best, 1 - best)`` (``0.5``
+    without data). Every output is finite. Each ``fit`` draws from a generator made from ``seed``.
     """
 
     def __init__(

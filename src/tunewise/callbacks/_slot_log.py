@@ -6,11 +6,7 @@ from tunewise.callbacks._base import Callback
 
 
 class SlotLog(Callback):
-    """Keeps ``(event, snapshot)`` for every recorded slot, in order (:attr:`slots`; :attr:`events`).
-
-    >>> log = SlotLog()
-    >>> session = Session(model, scheduler, budget, measurer, store, run, callbacks=[log])  # doctest: +SKIP
-    """
+    """Keeps ``(event, snapshot)`` for every recorded slot, in order (:attr:`slots`; :attr:`events`)."""
 
     def __init__(self):
         self.slots: list[tuple[object, object]] = []

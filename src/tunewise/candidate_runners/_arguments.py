@@ -7,11 +7,10 @@ def alloc_arguments(device, args_info, alloc_repeat: int) -> list:
     """The runner's argument allocation (runs in its worker): floating-point tensors random as in MetaSchedule,
     masks (booleans and 8-bit integers) true, wider integer tensors zero.
 
-    MetaSchedule fills integers at random, and a gather (``take``, embeddings) then reads far out of bounds
-    and kills the worker, so such a task never gets a latency; index 0 is in bounds for every axis. A mask
-    selects where a kernel does its work (an attention's softmax kept only on rows that attend to something):
-    false everywhere, a kernel that skips the masked work would be timed doing almost nothing (200x faster
-    than in its model), so masks are true, as a model without padding has them."""
+    MetaSchedule fills integers at random, and a gather (``take``, embeddings) then reads out of bounds and kills
+    the worker; index 0 is in bounds for every axis. A mask false everywhere would time a kernel that skips the
+    masked work doing almost nothing, so masks are true, as a model without padding has them.
+    """
     import numpy as np
     import tvm
     from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common

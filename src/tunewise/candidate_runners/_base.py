@@ -11,24 +11,15 @@ class CandidateRunner(abc.ABC):
 
     Contract:
 
-    - Built by :func:`tunewise.candidate_runners.create` with the keyword-only arguments ``target`` (the TVM
-      target the candidates are built for) and ``config`` (:class:`~tunewise.tuning.measure.MeasureConfig`: the
-      evaluator settings and ``run_timeout``), plus the runner's own keyword-only arguments (a tracker address,
-      a device key); the constructor may start worker processes or open connections.
-    - :meth:`run` is called from the tuning thread, one candidate at a time, and returns when the candidate is
-      timed. ``artifact`` is the path of the candidate's shared library on this machine
-      (:func:`tunewise.tuning.tvm_env.export_candidate`); the runner reads it and leaves it in place (the measurer
-      deletes its folder afterwards); a remote runner uploads it. ``args_info`` is MetaSchedule's description
-      of the candidate's arguments, which the runner allocates with :func:`tunewise.candidate_runners.alloc_arguments`
-      (random floats, true masks, zero indices).
-    - ``evaluator`` (a :class:`tunewise.evaluators.Evaluator`, or a module-level function of the same signature
-      such as :func:`tunewise.tuning.measure.time_once`; picklable) is called where the candidate is loaded, as
-      MetaSchedule's ``f_run_evaluator(rt_mod, device, evaluator_config, repeated_args)``, and what it
-      returns is the candidate's ``run_secs``.
-    - :meth:`run` returns MetaSchedule's ``RunnerResult``: ``run_secs`` (seconds, as the evaluator returned
-      them) on success, else ``error_msg``, which contains ``Timeout`` when the candidate ran past
-      ``config.run_timeout``. A candidate that fails is a result, never an exception; an exception means the
-      runner itself is broken, and it ends the run (the slot in flight is not recorded).
+    - Built by :func:`tunewise.candidate_runners.create` with keyword-only ``target``, ``config``
+      (:class:`~tunewise.tuning.measure.MeasureConfig`) and the runner's own arguments; it may start workers.
+    - :meth:`run` is called from the tuning thread, one candidate at a time, and returns once it is timed. It
+      reads the shared library at ``artifact`` and leaves it in place, allocates ``args_info`` with
+      :func:`tunewise.candidate_runners.alloc_arguments`, and calls the picklable ``evaluator`` where the
+      candidate is loaded, as MetaSchedule's ``f_run_evaluator``; what that returns is the ``run_secs``.
+    - It returns MetaSchedule's ``RunnerResult``: ``run_secs`` on success, else ``error_msg`` (containing
+      ``Timeout`` past ``config.run_timeout``). A failing candidate is a result; an exception means the runner is
+      broken, and it ends the run (the slot in flight is not recorded).
     - :meth:`close` is called once, when the measurer closes; the runner is not used after it.
     """
 

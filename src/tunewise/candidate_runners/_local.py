@@ -13,8 +13,6 @@ class Local(CandidateRunner):
     process decides when to stop) and is replaced when a candidate runs past ``config.run_timeout``, crashes
     it or fails in it: a kernel that fails on a GPU can leave the process's CUDA context unusable for every
     candidate after it.
-
-    >>> runner = create("local", target=target, config=MeasureConfig())  # doctest: +SKIP
     """
 
     def __init__(self, *, target, config):

@@ -43,8 +43,6 @@ class RPC(CandidateRunner):
     that cannot be had within ``session_timeout`` seconds, or a candidate that runs past
     ``config.run_timeout``, is a failed candidate. The tracker must answer, and know a device of that key,
     when the runner is made: otherwise :class:`~tunewise.errors.InputError` says so in one line.
-
-    >>> runner = create("rpc://127.0.0.1:9190/cpu", target=target, config=MeasureConfig())  # doctest: +SKIP
     """
 
     def __init__(self, *, target, config, host: str, port: int, key: str, session_timeout: float = 30.0):

@@ -52,23 +52,19 @@ def tune_many(sources: Sequence[str] = (), *, cluster: str = "local", store: str
               settings: RunSettings | None = None, output: str | None = None,
               on_round: Callable[[int, Round, Sequence[str], dict[int, RoundOutcome]], None] | None = None,
               resume: Sequence[int] = (), restarts: int = RESTARTS) -> FleetResult:
-    """Tune every model of ``sources`` (zoo names, ``.onnx``/``.pt2`` paths: the same path on every node) on
-    ``cluster`` (:func:`tunewise.cluster.connect`), each as its own run of ``store`` (a URL reachable from
-    every node: PostgreSQL; SQLite only for the ``local`` cluster), with ``settings`` (their budget and stop
-    rules apply to each model; their source is each model's), and write one artifact per model, under
-    ``output/MODEL`` (default ``tunewise-out/MODEL``; models of one name are numbered, ``MODEL-2``), finished as
-    the settings say (PyTorch eager and onnxruntime timed beside each unless their ``references`` is false).
-    ``resume`` continues the runs it names instead (a fleet a lost cluster or a stop ended), each with its own
-    settings: then ``sources``, ``settings`` and ``output`` are not given.
+    """Tune every model of ``sources`` (zoo names, ``.onnx``/``.pt2`` paths, the same on every node) on ``cluster``
+    (:func:`tunewise.cluster.connect`), each as its own run of ``store`` (a URL every node reaches: PostgreSQL;
+    SQLite only for the ``local`` cluster) with ``settings``, and write one artifact per model under
+    ``output/MODEL`` (default ``tunewise-out/MODEL``; ``MODEL-2`` for a repeated name), finished as the settings
+    say. ``resume`` continues the runs it names instead, each with its own settings (then ``sources``,
+    ``settings`` and ``output`` are not given).
 
-    Every run is in the store (``suspended``) before the first round. Before every round, ``policy`` chooses as
-    many models as the cluster has measurement slots; each tunes ``round_seconds`` on a node of its own (the Ray
-    resource :data:`~tunewise.cluster.MEASURE`), the others wait as ``suspended`` runs. A model is done when its
-    run's limits or stop rules end it. ``on_round(index, plan, names, outcomes)`` is told every round. A round
-    whose worker dies is retried by Ray, and its run resumed from the store: at most the slot in flight is
-    lost, and no candidate is measured twice. A ``local`` cluster that loses a process it needs (its raylet, a
-    system process the raylet shares its fate with) is started again, at most ``restarts`` times, and the
-    round in flight runs again; any other cluster's loss raises :class:`~tunewise.errors.ClusterLostError`
+    Before every round, ``policy`` chooses as many models as the cluster has measurement slots (the Ray resource
+    :data:`~tunewise.cluster.MEASURE`); each tunes ``round_seconds`` on a node of its own while the others wait
+    ``suspended``, and a model is done when its run's limits or stop rules end it. ``on_round(index, plan, names,
+    outcomes)`` is told every round. A round whose worker dies is retried by Ray and its run resumed from the
+    store (at most the slot in flight is lost). A ``local`` cluster that loses a process it needs is started
+    again, at most ``restarts`` times; any other cluster's loss raises :class:`~tunewise.errors.ClusterLostError`
     naming what died and the command that continues the runs.
     """
     import ray

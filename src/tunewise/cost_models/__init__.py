@@ -1,19 +1,13 @@
 """Cost models: what ranks the candidates MetaSchedule's evolutionary search proposes.
 
-A cost model here is a MetaSchedule ``CostModel`` (one instance shared by every task of a session) that
-follows MetaSchedule's contract: ``update(context, candidates, results)`` after each measured batch,
-``predict(context, candidates)`` returning one score per candidate, higher is better, and ``save``/``load``.
-In tunewise it also takes a ``seed`` and draws every random number from its own generator, never from the
-global RNG. :func:`create` builds one from its name:
+A cost model is a MetaSchedule ``CostModel`` shared by every task of a session, with MetaSchedule's contract:
+``update(context, candidates, results)`` after each measured batch, ``predict(context, candidates)`` one
+score per candidate (higher is better), ``save``/``load``. It takes a ``seed`` and draws every random
+number from its own generator. :func:`create` builds one from its name: ``"xgb"``, MetaSchedule's
+``XGBModel`` (:class:`XGB`), started from the pretrained model for the target's ISA class when given one as
+``prior`` (:func:`pretrained_for`, a :class:`Prior`); ``"rfei"``, AdaTune's random forest with expected
+improvement (:class:`RFEI`, on the TVM-free :class:`ForestEI`). TVM-backed classes are imported on first use.
 
-- ``"xgb"``: MetaSchedule's ``XGBModel`` (:class:`XGB`, seeded), started from the pretrained model shipped for
-  the target's ISA class (:func:`pretrained_for`, a :class:`Prior`) when given one as ``prior``;
-- ``"rfei"``: AdaTune's random forest with expected improvement and uncertainty-driven exploration
-  (:class:`RFEI`, on the TVM-free core :class:`ForestEI`).
-
-The TVM-backed classes are imported on first use.
-
->>> model = ForestEI(seed=0)  # the numeric core needs no TVM
 >>> sorted(names())
 ['rfei', 'xgb']
 """

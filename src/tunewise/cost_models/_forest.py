@@ -1,10 +1,10 @@
 """AdaTune's RFEI surrogate, scikit-learn style: a random forest whose trees' spread is the uncertainty.
 
-AdaTune (Li et al., NeurIPS 2020; ``papers/adatune-review-answers.txt`` and the authors' code) fits a random
-forest of 10 trees to the measured throughputs, takes the mean ``mu`` and the standard deviation ``sigma``
-of the per-tree predictions as a Gaussian belief, and ranks candidates by their expected improvement over
-the best measured throughput instead of by ``mu``. It also sets the share of random exploration from the
-uncertainty: ``epsilon = mean(sigma) / best``.
+AdaTune (Li et al., NeurIPS 2020, and the authors' code) fits a random forest of 10 trees to the measured
+throughputs, takes the mean ``mu`` and the standard deviation ``sigma`` of the per-tree predictions as a
+Gaussian belief, and ranks candidates by their expected improvement over the best measured throughput
+instead of by ``mu``. It also sets the share of random exploration from the uncertainty:
+``epsilon = mean(sigma) / best``.
 """
 
 from __future__ import annotations

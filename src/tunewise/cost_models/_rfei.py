@@ -17,27 +17,18 @@ from tunewise.cost_models._forest import ForestEI, exploration_share
 class RFEI(PyCostModel):
     """AdaTune's RFEI cost model (Li et al., NeurIPS 2020) for MetaSchedule's evolutionary search.
 
-    - **Features**: MetaSchedule's ``PerStoreFeature`` of each candidate, summed, averaged and maxed over
-      its stores (:func:`~tunewise.cost_models._features.aggregate`).
-    - **Targets**, as in MetaSchedule's ``XGBModel``: per task (the workload of ``context.mod``), the
-      normalised throughput ``min latency of the task / latency``, 0 for a failed candidate; the latency is
-      the mean of ``run_secs``, what the database ranks by. The forest
-      (:class:`~tunewise.cost_models._forest.ForestEI`, ``n_estimators`` trees) is refitted from scratch
-      on all tasks' data at every :meth:`update` once ``warmup`` candidates were measured; before that,
-      :meth:`predict` returns uniform random scores.
-    - **Scores** (higher is better, as MetaSchedule expects): the expected improvement of each candidate
-      over the best measured normalised throughput of its task (1 once the task has a valid measurement,
-      0 before). Where every candidate's EI is 0 the predicted throughput ranks them instead.
-    - **Exploration**: AdaTune fills a share ``epsilon = mean(sigma) / best`` of each batch with random
-      candidates. The search, not the model, picks the batch, so at each :meth:`predict` ``epsilon`` is
-      computed over the candidates being scored (capped at ``max_exploration``; 0 turns exploration off)
-      and a random ``epsilon`` share of them have their scores shuffled among themselves: they rank at
-      random while the distribution of scores is unchanged, so about ``epsilon`` of the candidates the
-      search keeps are kept regardless of the model. The last ``epsilon`` is ``exploration_``. (MetaSchedule's
-      own ``eps_greedy`` share of random unmeasured candidates still applies on top.)
+    - Features: MetaSchedule's ``PerStoreFeature`` summed, averaged and maxed over stores (:func:`aggregate`).
+    - Targets, as in ``XGBModel``: per task, ``min latency of the task / latency`` (0 for a failure), the latency
+      being the mean of ``run_secs``. The :class:`ForestEI` (``n_estimators`` trees) is refitted on all tasks' data
+      at every :meth:`update` once ``warmup`` candidates were measured; before that, scores are uniform random.
+    - Scores: each candidate's expected improvement over its task's best normalised throughput (1 once measured,
+      0 before); where every EI is 0, the predicted throughput.
+    - Exploration: at each :meth:`predict`, ``epsilon = mean(sigma) / best`` over the candidates scored (capped
+      at ``max_exploration``; 0 turns it off), and a random ``epsilon`` share of them have their scores shuffled
+      among themselves, so they rank at random; the last ``epsilon`` is ``exploration_``.
 
-    ``seed`` seeds the forest and the generator of the random scores; nothing uses the global RNG. Learned
-    state: ``forest_`` (``None`` until warm) and ``exploration_``; :meth:`save` pickles it with the data.
+    ``seed`` seeds the forest and the random scores. Learned state: ``forest_`` (``None`` until warm) and
+    ``exploration_``; :meth:`save` pickles it with the data.
     """
 
     def __init__(self, *, n_estimators: int = 10, max_features: float | str = 1 / 3, warmup: int = 64,

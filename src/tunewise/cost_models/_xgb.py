@@ -18,8 +18,8 @@ class XGB(XGBModel._cls):
     The stock model scores candidates with ``np.random.uniform`` (the global RNG) until it has
     ``num_warmup_samples`` measurements; here they come from a generator seeded by ``seed``, which also
     seeds XGBoost (``XGBConfig.seed``). The stock model also trains a booster after every update before then,
-    which no score uses (a second or more each on a 2-core machine); here the first booster is trained at
-    the first update that reaches ``num_warmup_samples``. Every other keyword argument is ``XGBModel``'s.
+    which no score uses; here the first booster is trained at the first update that reaches
+    ``num_warmup_samples``. Every other keyword argument is ``XGBModel``'s.
 
     With ``prior`` (a :class:`~tunewise.cost_models._pretrained.Prior`) there is no warm-up: the prior's
     booster scores candidates until the first update; from then on the run's own booster is trained at each

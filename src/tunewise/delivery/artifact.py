@@ -4,7 +4,7 @@
 SHA-256 of ``model.so``, written by :meth:`tunewise.delivery.compile.CompiledModel.save`) and, when present, ``inputs``
 as a list of ``{"shape": [...], "dtype": "..."}``. ``model.so`` must hash to ``model_sha256``: loading a
 truncated or overwritten shared library can crash the process (SIGBUS) instead of raising, so it is never
-loaded unchecked. An artifact without a checksum was written by an older tunewise and is refused.
+loaded unchecked. An artifact without a checksum is refused.
 """
 
 from __future__ import annotations

@@ -1,30 +1,18 @@
 """End-to-end latencies of a tuned model and of its references, timed side by side in two fresh processes.
 
-A process that has imported TVM, built models and run kernels is a poor place to time anything: TVM's
-runtime threads and measuring workers compete for the cores. So the compiled models (the tuned one, the
-fastest one a whole-model check measured, on request the untuned one) are exported and loaded in one fresh
-process, and the references (PyTorch eager, onnxruntime) in another that never imports TVM. The two take
-turns, round after round: a round of every compiled model, then a round of every reference
-(:func:`time_side_by_side`). A round of a model is the mean call time over at least :data:`ROUND_MS`
-milliseconds, after a warm-up call, and a latency is the median over :data:`ROUNDS` rounds. The compiled
-models get fewer rounds when asked (a quicker, rougher finish), or (at least :data:`MIN_ROUNDS`) when one call
-of the slowest takes so long that the rounds would last over :data:`MAX_SECONDS` (an untuned model may take
-seconds a call); the references then get as many. :func:`describe` says how, in the summary and the metadata.
+The compiled models (the tuned one, the fastest one a whole-model check measured, on request the untuned one)
+are exported and loaded in one fresh process, and the references (PyTorch eager, onnxruntime) in another that
+never imports TVM; the two take turns, a round of every compiled model, then a round of every reference
+(:func:`time_side_by_side`). A round is the mean call time over at least :data:`ROUND_MS` milliseconds after a
+warm-up call, and a latency the median over :data:`ROUNDS` rounds (fewer when asked, or down to
+:data:`MIN_ROUNDS` when the rounds would last over :data:`MAX_SECONDS`); :func:`describe` says how.
+:attr:`SideBySide.ratios` is the median over rounds of a model's time over a reference's in the same round,
+which holds where the machine's speed does not (evidence: bench/studies/checks/findings.md).
 
-Taking turns makes the comparison hold where the machine does not: on a 2-core virtual machine whose two
-CPUs the hypervisor moves between cores that share a cache and cores that do not, for seconds at a time, one
-process times the same model up to 1.45x slower than the next (bench/studies/checks/findings.md "How far a whole-model
-check can be trusted"). A compiled model's time over a reference's *in the same round*, a fraction of a second apart,
-moves far less: :attr:`SideBySide.ratios` is its median over the rounds.
-
-The references are what is cheap to run without the user's code: a zoo model is rebuilt in eager mode and
-exported to ONNX in the fresh process; a ``.pt2`` file's program runs eagerly (``ExportedProgram.module()``)
-and, exported to ONNX there, in onnxruntime; an ``.onnx`` file runs in onnxruntime (there is no eager model
-to run); a ``torch.nn.Module`` is handed over pickled (run eagerly where its class
-can be imported in the fresh process, else as its ``torch.export`` program) and as an ONNX export. On
-request (:attr:`References.torch_compile`), the eager model is also compiled by ``torch.compile`` there and
-timed after the rounds. A reference that cannot be run is ``None``, and the ``tunewise.delivery.timing`` logger says
-why; so are all of them when their process fails, the compiled models' latencies being timed still.
+The references are rebuilt in the fresh process from what needs no user code (a zoo model, a ``.pt2``
+program, an ``.onnx`` file, a pickled ``torch.nn.Module``), eagerly and in onnxruntime where they can be, and
+with ``torch.compile`` on request (:attr:`References.torch_compile`). A reference that cannot be run is
+``None`` and the ``tunewise.delivery.timing`` logger says why; the compiled models are timed still.
 """
 
 from __future__ import annotations

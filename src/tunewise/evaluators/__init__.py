@@ -2,10 +2,8 @@
 
 Every evaluator follows the contract of :class:`Evaluator`; :func:`create` builds one from its name.
 ``"fixed"`` is MetaSchedule's own evaluator; ``"adaptive"`` (:data:`DEFAULT`) is AdaTune's micro-batch
-measurement with early stopping (:class:`Adaptive`, :class:`StoppingRule`). It became the default once
-``bench/studies/adaptive_measurement/adatune.py`` showed it no worse: on the three heaviest tasks of ResNet-18 and of
-the Transformer encoder, 1.5x and 2.1x less measurement time per trial, with final latencies (re-measured at length) 27
-% and 24 % lower than the fixed evaluator's, two seeds each.
+measurement with early stopping (:class:`Adaptive`, :class:`StoppingRule`; evidence:
+bench/studies/adaptive_measurement/findings.md).
 
 >>> evaluator = create("adaptive", epsilon=0.05)
 >>> create(evaluator) is evaluator

@@ -16,25 +16,17 @@ COLD_PREPROC = "cache_flush_cpu_non_first_arg"  # TVM's flush of every argument 
 class Adaptive(Evaluator):
     """Times a candidate in micro-batches until :class:`~tunewise.evaluators.StoppingRule` says stop.
 
-    Implements AdaTune's adaptive evaluator (Li et al., NeurIPS 2020; see ``_stopping``). A micro-batch is
-    ``b`` timed runs. ``b`` is ``runs`` (AdaTune's 50) capped, by us, so that a micro-batch lasts about
-    ``batch_ms`` at most: a probe of one run measures the candidate first (``batch_ms=0``: no probe, always
-    ``runs``). The cap keeps slow CPU candidates from costing ``3 x 50`` runs of several milliseconds each.
-    Every ``rt_mod.time_evaluator`` call begins with an untimed warm-up run, which for a slow candidate
-    costs as much as a micro-batch, so the calls are few: when ``b`` is 1 the probe is the first
-    micro-batch (a clearly slow candidate stops after it), the micro-batches up to ``min_batches`` come
-    from one call, and each later one from its own. Calls cycle through the runner's argument lists.
+    AdaTune's adaptive evaluator (Li et al., NeurIPS 2020). A micro-batch is ``b`` timed runs: ``runs`` capped so
+    that it lasts about ``batch_ms`` at most, as a probe of one run measures (``batch_ms=0``: no probe, always
+    ``runs``). Since every ``time_evaluator`` call begins with an untimed warm-up run, calls are few: when ``b``
+    is 1 the probe is the first micro-batch, the micro-batches up to ``min_batches`` come from one call, and each
+    later one from its own; calls cycle through the runner's argument lists.
 
-    Returns :attr:`~tunewise.evaluators.Outcome.samples`: one latency per micro-batch, whose mean is the
-    trimmed-mean estimate, so a trial's ``len(run_secs)`` is its number of micro-batches. ``reference`` is
-    the task's best latency, set by :meth:`with_reference`; a candidate over ``slow_factor`` times it stops
-    after ``slow_batches`` micro-batches. Of the runner's ``EvaluatorConfig`` only
-    ``enable_cpu_cache_flush`` is used: with it every run is timed cold, on its own, after TVM flushes every
-    argument but the first (the input) from the CPU caches, and a micro-batch is the mean of its ``b`` runs.
-    That is how a kernel runs inside a model whose weights do not stay in the last-level cache.
-
-    >>> Adaptive().with_reference(2e-3).reference
-    0.002
+    Returns :attr:`~tunewise.evaluators.Outcome.samples`, one latency per micro-batch, whose mean is the
+    trimmed-mean estimate. ``reference`` is the task's best latency (:meth:`with_reference`); a candidate over
+    ``slow_factor`` times it stops after ``slow_batches`` micro-batches. Of the runner's ``EvaluatorConfig`` only
+    ``enable_cpu_cache_flush`` is used: every run is then timed cold, on its own, after TVM flushes every argument
+    but the input from the CPU caches, as a kernel runs in a model whose weights leave the last-level cache.
     """
 
     runs: int = 50

@@ -10,18 +10,15 @@ class Evaluator(abc.ABC):
 
     Contract:
 
-    - It is called in the runner's worker process, once per candidate, as
-      ``evaluator(rt_mod, device, evaluator_config, repeated_args) -> list[float]``: ``rt_mod`` is the loaded
-      candidate, ``evaluator_config`` MetaSchedule's ``EvaluatorConfig`` built from
-      :class:`~tunewise.tuning.measure.MeasureConfig`, ``repeated_args`` one or more argument lists to run it on.
-    - The returned list holds latencies in seconds. Its **mean is the candidate's latency estimate** (what
-      MetaSchedule's database ranks by and :attr:`tunewise.tuning.measure.Measurement.latency` reports) and its
-      **length the number of timed samples** the evaluator took; each evaluator documents what one sample is.
-    - The evaluator is pickled into the worker with every candidate, so it is a small frozen value of a
-      class importable at module level, and its behaviour depends only on its fields and its arguments.
-    - :meth:`with_reference` gives the evaluator to use for a candidate of a task whose best latency so far
-      is ``latency`` (``math.inf`` while the task has none); an evaluator that has no use for it returns
-      itself. The :class:`~tunewise.tuning.measure.Measurer` calls it before every candidate.
+    - It is called in the runner's worker, once per candidate, as ``evaluator(rt_mod, device, evaluator_config,
+      repeated_args) -> list[float]``, with MetaSchedule's ``EvaluatorConfig`` built from
+      :class:`~tunewise.tuning.measure.MeasureConfig` and one or more argument lists.
+    - The list holds latencies in seconds: its **mean is the candidate's latency estimate** (what the database
+      ranks by) and its **length the number of timed samples**; each evaluator documents what a sample is.
+    - It is pickled into the worker with every candidate: a small frozen value of a module-level class, whose
+      behaviour depends only on its fields and arguments.
+    - :meth:`with_reference` gives the evaluator for a candidate of a task whose best latency so far is
+      ``latency`` (``math.inf`` before one); the measurer calls it before every candidate.
     - Constructors take keyword-only arguments, stored unchanged, and raise ``ValueError`` on bad values.
     """
 

@@ -28,24 +28,15 @@ class Forecast:
     """The distribution of the model-latency estimate (seconds) from now to the end of the budget, made after
     slot ``slot`` at ``elapsed`` seconds of tuning.
 
-    ``times`` are tuning times from ``elapsed`` (the first) to the forecast end of the budget (the last);
-    ``low``, ``median`` and ``high`` the 10 %, 50 % and 90 % quantiles of the estimate at each of them (each
-    non-increasing: every sampled future is). ``end`` holds the quantiles of the estimate at the end of the
-    budget at :data:`END_LEVELS`. ``untried`` counts the tasks without a valid measurement yet (their futures
-    are borrowed from the measured ones), ``untried_share`` is the fraction of the estimate they hold (``inf`` when
-    one's untuned schedule failed). ``goal``, when the run has a latency goal, is it in seconds. ``gap`` is
-    ``None`` while no whole-model check has measured the model: the forecast is of the estimate; after one,
-    the forecast is of the compiled model, and ``gap`` is what it adds to the estimate's futures (seconds,
-    :func:`tunewise.tuning.estimate.calibrated_latency`).
-
-    Since every sampled future is non-increasing, the ``q`` quantile of the time to reach a latency ``g`` is
-    the first time at which the ``q`` quantile of the estimate is at most ``g``: :meth:`time_to` reads it from
-    the band.
+    ``times`` run from ``elapsed`` to the forecast end of the budget; ``low``, ``median`` and ``high`` are the
+    10 %, 50 % and 90 % quantiles of the estimate at each (non-increasing), ``end`` its quantiles at the budget's
+    end at :data:`END_LEVELS`. ``untried`` counts the tasks without a valid measurement, ``untried_share`` the
+    fraction of the estimate they hold. ``goal`` is the run's latency goal (seconds) if any. ``gap`` is ``None``
+    while no whole-model check measured the model; after one, the forecast is of the compiled model and ``gap``
+    is what it adds to the estimate (:func:`tunewise.tuning.estimate.calibrated_latency`).
 
     >>> f = Forecast(3, 30.0, (30.0, 60.0, 90.0), (9e-3, 7e-3, 6.2e-3), (9e-3, 8e-3, 7e-3), (9e-3, 9e-3, 7.8e-3),
     ...              tuple(6e-3 + 2e-3 * q for q in END_LEVELS))
-    >>> f.summary()
-    '~7 ms at budget end (80 %: 6.2-7.8)'
     >>> f.time_to(8e-3)
     (60.0, 60.0, 90.0)
     """
@@ -74,9 +65,10 @@ class Forecast:
 
     @property
     def calibrated(self) -> bool:
-        """Whether the forecast is made where ``bench/studies/forecast/forecast.py`` finds it calibrated: at least
-        :data:`MIN_FRACTION` of the budget spent, and at most :data:`MAX_UNTRIED_SHARE` of the estimate held by
-        tasks without a valid measurement."""
+        """Whether the forecast is made where it is calibrated (evidence: bench/studies/forecast/findings.md): at
+        least :data:`MIN_FRACTION` of the budget spent, and at most :data:`MAX_UNTRIED_SHARE` of the estimate held
+        by tasks without a valid measurement.
+        """
         return self.fraction >= MIN_FRACTION and self.untried_share <= MAX_UNTRIED_SHARE
 
     def at_end(self) -> tuple[float, float, float]:
@@ -94,7 +86,8 @@ class Forecast:
 
     def time_to(self, latency: float) -> tuple[float, float, float]:
         """``(early, median, late)``: the 10 %, 50 % and 90 % quantiles of the tuning time at which the estimate
-        reaches ``latency`` (``inf``: not within the budget)."""
+        reaches ``latency`` (``inf``: not within the budget), read from the band since every future is non-increasing.
+        """
         return tuple(_first(self.times, band, latency) for band in (self.low, self.median, self.high))
 
     def summary(self) -> str:

@@ -1,42 +1,16 @@
 """``torch.compile(model, backend="tunewise", options={...})``: each graph Dynamo captures, tuned and compiled by
-tunewise, or compiled without tuning from the records a store holds of it.
+tunewise, or compiled without tuning from the records a store holds of it (options: README, "torch.compile").
 
->>> compiled = torch.compile(model, backend="tunewise", options={"time_budget": "60s"})  # doctest: +SKIP
->>> with torch.no_grad():                                                              # doctest: +SKIP
-...     y = compiled(x)
+A graph is named by a digest of its code, weights, input shapes and dtypes, the target, the graph level and the
+versions (:func:`graph_name`). The backend loads the graph's artifact, ``OUTPUT/NAME``, when it is whole; else,
+where the store holds a run of that name tuned to its end, compiles it from the store's records without tuning;
+else tunes it as a new run under the options' budget (:func:`tunewise.tune`); then saves the artifact. Weights
+are compiled in as constants (a call after they changed in place is refused); calls take and return torch
+tensors through DLPack. An unknown option is an :class:`~tunewise.errors.InputError` listing the valid ones.
 
-A graph is named ``torch_compile_`` and 16 hex digits of a digest of its FX code, its weights, its inputs'
-shapes and dtypes, the target, the graph level and the versions of torch, TVM and tunewise (:func:`graph_name`).
-For each graph Dynamo hands over, the backend
-
-1. loads the graph's artifact, the folder ``OUTPUT/NAME``, when it is there and whole;
-2. else, where the store holds a run of that name that tuned to its end, imports the graph, compiles it with the
-   store's records, checks its outputs against PyTorch's and saves the artifact, without tuning;
-3. else tunes it as a new run of the store under the options' budget (:func:`tunewise.tune`; the budget is each
-   graph's) and saves the artifact.
-
-So a program's second start, a new process too, tunes nothing. A model with graph breaks gives several graphs,
-each its own run in the one store. The weights (parameters and buffers, which Dynamo hands over as inputs) are
-compiled in as constants: a call after they changed in place is refused. The compiled callable takes and returns
-torch tensors, through DLPack (:meth:`tunewise.delivery.compile.CompiledModel.__call__`).
-
-Options, all optional: ``store`` (a store URL or :class:`~tunewise.stores.Store`; default
-``sqlite:///FOLDER/tunewise.db``), ``output`` (the folder of the graphs' artifacts; default ``FOLDER``),
-``target`` (what :func:`tunewise.target.resolve` takes; default: this CPU, or GPU 0 for a graph on CUDA),
-``progress`` (:func:`tunewise.tune`'s live display; default: on a terminal), the budget's limits
-(:class:`~tunewise.budget.Budget` fields: ``time_budget`` in seconds or as ``"60s"``, ``"10m"``; ``max_trials``,
-``per_task_trials``, ``patience``, ``count_failures``; as on the command line, limits without trials or time keep
-the default budget's), and the other :class:`~tunewise.settings.RunSettings` fields by name (``scheduler``,
-``level``, ``seed``, ...). ``FOLDER`` is :func:`default_folder`. An unknown option is an
-:class:`~tunewise.errors.InputError` listing the valid ones.
-
-Refused with an :class:`~tunewise.errors.InputError` (which ``torch.compile`` raises inside its
-``BackendCompilerFailed``): a graph that needs gradients (grad mode on and an input or weight that requires grad),
-as tunewise compiles for inference. Run eagerly, with a warning saying why: a graph tunewise cannot import or
-compile (:class:`~tunewise.errors.ModelImportError`, its :class:`~tunewise.errors.UnsupportedOperatorError`
-naming the operator, :class:`~tunewise.errors.ImportMismatchError`), one with dynamic shapes or inputs other
-than tensors (``torch.compile(..., dynamic=False)`` compiles each shape instead), and one whose tensors are not
-all on the CPU or all on CUDA GPU 0. A graph without operators runs as it is.
+A graph that needs gradients is refused with an :class:`~tunewise.errors.InputError`. A graph tunewise cannot
+import or compile, one with dynamic shapes or non-tensor inputs, and one not wholly on the CPU or on CUDA GPU 0
+run eagerly, with a warning saying why; a graph without operators runs as it is.
 """
 
 from __future__ import annotations

@@ -4,15 +4,10 @@ The store keeps each run's owner and the owner's last heartbeat (:meth:`tunewise
 :class:`Lease` claims a run (or holds one created with it as owner), beats its heartbeat every
 :data:`~tunewise.stores.HEARTBEAT_INTERVAL` seconds from a background thread, and gives the run up when it
 ends. A second process that claims the run meanwhile gets :class:`~tunewise.errors.RunBusyError`. An owner gone
-without giving the run up (killed, power loss) is known to be dead at once on its own host (its process
-no longer exists), and anywhere once its heartbeat is older than :data:`~tunewise.stores.HEARTBEAT_STALE`
-seconds: the run then shows as ``dead``, and another process may claim it. The tuning loop commits each
-slot only while it holds the lease (``add_trials(..., owner=...)``), so two processes never record the
-same run.
-
->>> with Lease() as lease:                    # doctest: +SKIP
-...     lease.claim(store, run)
-...     store.add_trials(run, trials, checkpoint, owner=lease.owner)
+without giving the run up is known to be dead at once on its own host, and anywhere once its heartbeat is older
+than :data:`~tunewise.stores.HEARTBEAT_STALE` seconds: the run then shows as ``dead``, and another process may
+claim it. The tuning loop commits each slot only while it holds the lease (``add_trials(..., owner=...)``), so
+two processes never record the same run.
 """
 
 from __future__ import annotations

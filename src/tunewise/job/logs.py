@@ -1,24 +1,18 @@
 """Third-party output (TVM, PyTorch, ONNX, XGBoost) kept out of the terminal, in a log file.
 
-TVM's C++ logging (``Scope Saving:``, ``Scope Loaded:``, ``Unknown schedule rule``, ``Fast mode segfaults``)
-writes straight to file descriptor 2, PyTorch warns through Python's :mod:`warnings`, and TVM's search
-contexts log through Python's :mod:`logging`. While :func:`routed` is active (every ``tunewise`` command,
-:func:`tunewise.tune`, :func:`tunewise.resume`, :func:`tunewise.load`):
+While :func:`routed` is active (every ``tunewise`` command, :func:`tunewise.tune`, :func:`tunewise.resume`,
+:func:`tunewise.load`):
 
-- file descriptors 1 and 2 point at the log file, and so do those of every child process started meanwhile
-  (builders, measuring worker); ``sys.stdout`` and ``sys.stderr``, where they wrote to those descriptors,
-  are rebound to copies of the original descriptors, so tunewise's own output (summary, live display,
-  errors) still reaches the terminal;
-- Python warnings raised outside tunewise's own code go to the log;
-- what third-party Python code prints inside :func:`prints_routed` (TVM's ONNX importer) goes to the log;
-- records of the loggers in :data:`THIRD_PARTY_LOGGERS` go to the log and not further up.
+- file descriptors 1 and 2 (TVM's C++ logging writes to 2) point at the log file, in child processes started
+  meanwhile too; ``sys.stdout`` and ``sys.stderr`` are rebound to copies of the original descriptors, so
+  tunewise's own output still reaches the terminal;
+- Python warnings raised outside tunewise's code, what third-party code prints inside :func:`prints_routed`,
+  and records of the loggers in :data:`THIRD_PARTY_LOGGERS` go to the log.
 
-At the end a log that received anything is kept and named in one line on standard error
-(``tunewise: third-party log: PATH``; not named when a :class:`~tunewise.errors.TunewiseError` ends the
-block, whose one error line says what went wrong); an empty one is removed. Logs go to ``$TUNEWISE_LOG_DIR``, by default
-``tunewise-logs`` in the current folder (beside the default store and ``tunewise-out``), one file per
-command or call. Nothing is routed when verbose: after :func:`set_verbose` ``(True)``, ``tunewise
---verbose``, or with ``TUNEWISE_DEBUG=1`` in the environment.
+At the end a log that received anything is kept and named on standard error (``tunewise: third-party log:
+PATH``, unless a :class:`~tunewise.errors.TunewiseError` ends the block); an empty one is removed. Logs go to
+``$TUNEWISE_LOG_DIR``, by default ``tunewise-logs`` in the current folder, one file per command or call.
+Nothing is routed when verbose (:func:`set_verbose`, ``tunewise --verbose``, ``TUNEWISE_DEBUG=1``).
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
 """A fleet of models tuned on N workers, simulated from recorded traces: when every model reaches its goal,
 with each population policy (:mod:`tunewise.populations`), and what the shared store and the policy carry.
 
-The simulated cluster works as tunewise's fleet driver does:
+As tunewise's fleet driver does, every model is its own run, replayed from its trace
+(:class:`tunewise.lab.replay.TraceRun`) and occupying one worker. Before every round the policy is shown one
+:class:`~tunewise.populations.ModelView` per model and chooses at most ``workers``; the others are suspended.
+Each chosen model tunes ``round_seconds`` of its own tuning time, slot after slot (a slot that starts is
+finished), and the next round begins when the slowest has finished. A model is finished when its estimate
+reaches its goal (its :class:`~tunewise.stoppers.LatencyGoal`) or its recorded trials run out.
 
-- Every model is its own run, with its own :class:`~tunewise.tuning.ledger.Ledger` and task scheduler, replayed
-  from its trace (:class:`tunewise.lab.replay.TraceRun`). A run has one owner at a time, so its slots follow one
-  another and a model occupies one worker.
-- Before every round the policy is shown one :class:`~tunewise.populations.ModelView` per model (its
-  estimated latency after each round against its tuning seconds) and chooses at most ``workers`` models;
-  the others are suspended. Each chosen model tunes ``round_seconds`` of its own tuning time, slot after
-  slot (a slot that starts is finished). Rounds are synchronised (Trimmer synchronises models at batch
-  boundaries): the next begins when the slowest model of this one has finished its last slot.
-- A model is finished when its latency estimate reaches its goal (the run's
-  :class:`~tunewise.stoppers.LatencyGoal`), or when its recorded trials run out.
-
-What it leaves out: the workers' start-up and the time to move a suspended run (its cost model is rebuilt
-from the store on resume), and the store's own latency, which it reports as a load instead
-(:attr:`FleetRun.store_load`).
+Left out: the workers' start-up, moving a suspended run, and the store's own latency, which it reports as a
+load instead (:attr:`FleetRun.store_load`).
 """
 
 from __future__ import annotations

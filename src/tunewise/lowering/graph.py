@@ -1,43 +1,19 @@
 """Graph-level passes, shared by task extraction and compilation so tuned records always apply.
 
-:func:`optimize` runs the graph-level passes of a level on the imported Relax module (batch-norm folding,
-decomposition for inference, and from level ``nhwc`` on convolutions moved to NHWC data and HWIO
-weights, so that output channels are innermost for the search to vectorise over); its output is the module
-both extracted from and compiled. Extraction and compilation then lower it alike (:func:`lower`: the fusion
-passes of MetaSchedule's ``compile_relax``, :func:`fusion_passes`), so the workloads hash the same on both
-sides; compilation applies the database after them (:func:`compile_pipeline`).
+:func:`optimize` runs the passes of a level (:data:`LEVELS`) on the imported Relax module; its output is the
+module both extracted from and compiled, lowered alike (:func:`lower`, :func:`fusion_passes`) so workloads
+hash the same on both sides, and compilation applies the database after them (:func:`compile_pipeline`).
+From ``fold-bn`` on, batch norms are folded; ``nhwc`` moves convolutions to NHWC data and HWIO weights;
+``prepack`` lets a tuned schedule choose its weights' layout, folded into the constants at compile time;
+``winograd`` (CPU only) computes eligible 3x3 convolutions as Winograd ones (:mod:`tunewise.lowering.winograd`).
+:func:`default_level` is ``winograd`` on a CPU and ``nhwc`` on a GPU (evidence: bench/studies/winograd/findings.md,
+bench/studies/graph_levels/findings.md). On a CPU, lowering writes ``exp``, ``sigmoid``, ``tanh``, ``log`` and
+``erf`` in arithmetic that vectorises, at every level (:func:`tir_rewrites`).
 
-At level ``prepack`` (``nhwc`` plus this), the weights are also pre-packed: the fused operators mark their
-weights as layout-free before extraction, so a tuned schedule may choose the layout its loops read the weights
-in (MetaSchedule's ``RewriteLayout``, measured without the rewrite, as a pre-packed weight runs), and
-compilation splits those weight rewrites out of the operators and folds them into the constants, once
-(:func:`compile_pipeline`). onnxruntime's CPU convolutions do the same with their blocked weights.
-
-At level ``winograd`` (``prepack`` plus this; CPU targets only), the 3x3 convolutions of stride 1 that
-:func:`tunewise.lowering.winograd.eligible` accepts are computed as Winograd convolutions
-(:mod:`tunewise.lowering.winograd`),
-their transformed weights folded into the constants: a quarter of the direct convolution's multiplications.
-
-The default level is the target's (:func:`default_level`): ``winograd`` on a CPU, where ResNet-18 tuned for
-10 minutes compiled to 0.72x its latency at ``prepack`` (``bench/studies/winograd/findings.md``; a model without such
-convolutions compiles as at ``prepack``, where pre-packed weights measured faster than channels-last ones alone in most
-comparisons), and ``nhwc`` on a GPU, whose search rules do not rewrite weight layouts.
-
-A level is a list of steps. The channels-last step runs only on a module with a 2-d convolution, after the
-negative axes of the operators that Relax's ``ConvertLayout`` cannot remap (it fails on them with
-``std::bad_alloc``) are made non-negative, and ``clip`` (which it would wrap in transposes) is written as
-``maximum`` and ``minimum``. It keeps transposed convolutions in NCHW (NCW) data and IOHW (IOW) weights, the
-only layouts ``LegalizeOps`` lowers them in (TOPI has no channels-last transposed convolution), with
-transposes around them; resizes and pools take the channels-last layout. On a CPU, lowering writes ``exp``,
-``sigmoid``, ``tanh``, ``log`` and ``erf`` in the TIR functions in arithmetic that vectorises, at every level
-(:func:`tir_rewrites`).
-
-Every function of the optimised module compiles: :func:`optimize` lowers it as extraction does and looks for
-operators left that the VM cannot run (:func:`cannot_compile`). A step that fails on a function, or leaves in
-it an operator that does not compile where the function compiled before the step, leaves that function as it
-was before the step (a function the channels-last step leaves uncompilable is optimised as at ``fold-bn``),
-and a warning on the ``tunewise.lowering.graph`` logger says so. An operator that no level compiles is an
-:class:`~tunewise.errors.UnsupportedOperatorError` naming it, raised before anything is tuned.
+Every function of the optimised module compiles: a step that fails on a function, or leaves in it an operator
+the VM cannot run (:func:`cannot_compile`), leaves it as before the step, with a warning on this module's
+logger. An operator that no level compiles raises :class:`~tunewise.errors.UnsupportedOperatorError` before
+anything is tuned.
 """
 
 from __future__ import annotations
@@ -327,9 +303,9 @@ def normalize_axes():
 def clip_as_min_max():
     """A module pass writing ``clip(x, lo, hi)`` (ReLU6 and Hardtanh import as it) as ``minimum(maximum(x, lo),
     hi)`` with constants. ``ConvertLayout`` has no layout rule for ``clip`` and wraps it in transposes back to
-    the original layout and forth, each a pass over the activation in memory (a third of MobileNetV2's tuned
-    latency); elementwise ``maximum`` and ``minimum`` take the layout of their input and fuse into the
-    convolution's epilogue."""
+    the original layout and forth, each a pass over the activation in memory; elementwise ``maximum`` and
+    ``minimum`` take the layout of their input and fuse into the convolution's epilogue.
+    """
     def rewrite(_builder, call):
         return clip_bounds(call) if str(call.args[0].ty.dtype).startswith(("float", "bfloat")) else None
 

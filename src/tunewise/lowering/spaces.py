@@ -4,7 +4,7 @@ similarity that generates one.
 On a CPU, MetaSchedule's rules and postprocessors for the target (``llvm``), with one postprocessor of ours
 before them (:func:`aligned_vectorize`). On an NVIDIA GPU, its ``cuda`` rules, or its
 ``cuda-tensorcore`` rules where the task reads 16-bit floats: tensor cores compute only on 16-bit inputs here,
-and the tensor-core rules need the CUDA tensor intrinsics registered, an import of 40-50 s that a float32 model
+and the tensor-core rules need the CUDA tensor intrinsics registered, a slow import that a float32 model
 has no use for.
 """
 

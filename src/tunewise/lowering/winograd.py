@@ -1,24 +1,16 @@
 """Winograd convolutions: 3x3 channels-last convolutions of stride 1 computed as F(4x4, 3x3).
 
-A 3x3 convolution producing a 4x4 output tile from a 6x6 input tile needs 36 multiplications per input and output
-channel pair, against 144 computed directly: the tile's input is transformed (``data_pack``), multiplied with the
-transformed weight in a batch of 36 matrix products (``bgemm``, where the time goes and the search tiles), and the
-products transformed back (``inverse``). The weight's transform is a function of the weight alone: the graph step
-(:func:`tunewise.lowering.graph.winograd_convolutions`) writes it as an operator of its own on the constant weight,
-which
-constant folding computes once at compile time, so the tuned operator reads the transformed weight
-``[6, 6, CI, CO]`` as a pre-packed constant.
+A 4x4 output tile from a 6x6 input tile takes 36 multiplications per channel pair, against 144 directly: the
+tile's input is transformed (``data_pack``), multiplied with the transformed weight in a batch of 36 matrix
+products (``bgemm``, which the search tiles), and the products transformed back (``inverse``). The graph step
+(:func:`tunewise.lowering.graph.winograd_convolutions`) writes the weight's transform as an operator on the
+constant weight, folded once at compile time, so the tuned operator reads ``[6, 6, CI, CO]`` pre-packed.
 
-Each transform, ``M^T X M`` of a tile ``X`` and a constant matrix ``M`` (``B``, 6x6, for the input; ``A``, 6x4,
-for the output), is two small products, the rows' and then the columns', so 2 x 6 x 6 x 6 multiply-adds per
-tile and channel for the input's (against 1,296 for the double sum, or 676 with its zero terms folded away).
-MetaSchedule has no rule for such a pair, so they carry a rule of ours (:data:`TRANSFORM_RULE`,
-:func:`register_rules`): the tiles and an outer part of the channels outermost, for the postprocessing to
-parallelise; the rows' product computed there; the 6-long loops unrolled and the inner channels, whose split the
-search samples, vectorised. The matrices stay small buffers that the unrolled loops read, rather than constants
-folded again in every candidate's build, as MetaSchedule's own Winograd rules have them. The batch of matrix
-products takes the search's multi-level tiling. The transform matrices are Cook-Toom's at TOPI's interpolation
-points, chosen for float32 accuracy.
+Each transform ``M^T X M`` (``B``, 6x6, for the input; ``A``, 6x4, for the output) is two small products, the
+rows' then the columns'. MetaSchedule has no rule for such a pair, so they carry one of ours
+(:data:`TRANSFORM_RULE`, :func:`register_rules`): tiles and outer channels outermost, for parallelising; the
+6-long loops unrolled and the inner channels vectorised; the matrices small buffers, not constants folded in
+every candidate's build. The transform matrices are Cook-Toom's at TOPI's interpolation points.
 """
 
 from __future__ import annotations

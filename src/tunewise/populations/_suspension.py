@@ -9,15 +9,12 @@ from tunewise.populations._base import ModelView, PopulationPolicy
 
 class Suspension(PopulationPolicy):
     """After every round, rank the unfinished models by their latest improvement per unit of cost
-    (:attr:`ModelView.rate`) and let the best ``capacity`` of them tune; the rest are suspended (Borowiec et
-    al., "Trimmer: Cost-Efficient Deep Learning Auto-tuning for Cloud Datacenters", IEEE CLOUD 2022, s. IV-D:
-    multi-model tuning suspends the models whose latest latency improvement is worst, population-based as in
-    PBT).
+    (:attr:`ModelView.rate`) and let the best ``capacity`` of them tune; the rest are suspended (Trimmer's
+    multi-model tuning, Borowiec et al., IEEE CLOUD 2022, s. IV-D).
 
-    A suspended model keeps the rate of its last round, while the running ones are re-rated after every
-    round; since a model's gains shrink as it tunes, a suspended model comes back as soon as the running ones
-    stall below it, or when one finishes and frees its place. Models that have not tuned yet rank first
-    (rate ``inf``); ties go to the model that has cost least, then to fleet order.
+    A suspended model keeps the rate of its last round while the running ones are re-rated, so it comes back as
+    soon as they stall below it, or when one finishes. Models that have not tuned yet rank first (rate ``inf``);
+    ties go to the model that has cost least, then to fleet order.
 
     >>> fast = ModelView("fast", ((0.0, 1.0), (60.0, 0.5)))
     >>> slow = ModelView("slow", ((0.0, 1.0), (60.0, 0.95)))

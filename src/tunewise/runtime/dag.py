@@ -131,11 +131,6 @@ def plan_model(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor],
     """The inference stream plan of ``model``: it is put in eval mode and exported for ``example_inputs``.
 
     Nodes of the plan are the node names of ``export_program(model, example_inputs).graph``.
-
-    >>> from tunewise import zoo
-    >>> model, inputs = zoo.get("tiny-mlp")
-    >>> plan_model(model, inputs).streams
-    (('linear', 'relu', 'linear_1'),)
     """
     return plan_exported(export_program(model.eval(), example_inputs), merge=merge)
 

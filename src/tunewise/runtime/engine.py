@@ -1,19 +1,10 @@
 """Nimble's ahead-of-time runtime: a model's operators on several CUDA streams, captured into one CUDA graph.
 
-Kwon et al., "Nimble: Lightweight and Parallel GPU Task Scheduling for Deep Learning", NeurIPS 2020
-(ALGORITHMS.md section 6). Ahead of time, the model is exported, its operators are assigned to streams
-(``streams.plan_streams``), it is run a few times on a side stream to warm up (cuDNN autotuning, lazy
-initialisation), and one forward pass is captured into a single ``torch.cuda.CUDAGraph`` with every side
-stream forking from the capturing stream and joining it before capture ends. From then on a call only copies
-its inputs into the graph's fixed input buffers and replays the graph: no dispatch, shape inference or
-allocation remains, and independent operators overlap on their streams.
-
->>> import torch
->>> from tunewise import zoo
->>> model, inputs = zoo.get("tiny-cnn")
->>> engine = aot(model.cuda(), inputs)  # doctest: +SKIP
->>> engine(torch.randn(1, 3, 16, 16)).shape  # doctest: +SKIP
-torch.Size([1, 10])
+Kwon et al., "Nimble: Lightweight and Parallel GPU Task Scheduling for Deep Learning", NeurIPS 2020. Ahead
+of time, the model is exported, its operators are assigned to streams (``streams.plan_streams``), it is run a
+few times on a side stream to warm up, and one forward pass is captured into a single ``torch.cuda.CUDAGraph``
+whose side streams fork from the capturing stream and join it before capture ends. A call then only copies
+its inputs into the graph's fixed input buffers and replays the graph.
 """
 
 from __future__ import annotations
@@ -51,26 +42,18 @@ FIRST_RESULT_KERNELS = {torch.ops.aten._native_batch_norm_legit_no_training.defa
 class StreamedModule(nn.Module):
     """Runs ``model``'s exported operators on the streams of its plan, ordered by the plan's events.
 
-    The model is exported (``graph.export_program``) once, in its train or eval mode at construction and for
-    the shapes and dtypes of ``example_inputs``; calls must keep both. A caller that already holds that export
-    passes it as ``program``; nothing then checks that it is ``model``'s. Parameters and buffers are looked up in
-    ``model`` at every call, so gradients reach them; buffers the model updates (batch-norm statistics in
-    training) are read through a copy taken at the start of a call, and written back on the calling stream
-    after every stream has joined it. A call drops each intermediate once the last operator reading it is
-    issued, so the allocator reuses its memory as the plain model's calls do: a batch-1 forward pass stays in
-    the GPU's cache (``reuse_memory=False`` keeps every intermediate to the end of the call instead, to measure
-    what the reuse is worth). An operator of ``FIRST_RESULT_KERNELS`` whose other results nobody reads
-    (an inference batch norm's) is launched as its replacement there.
+    The model is exported once, in its mode at construction and for the shapes and dtypes of ``example_inputs``;
+    calls must keep both (a caller holding that export passes it as ``program``, unchecked). Parameters and
+    buffers are looked up in ``model`` at every call, so gradients reach them; buffers the model updates are
+    written back on the calling stream after every stream has joined it. A call drops each intermediate once its
+    last reader is issued (``reuse_memory=False`` keeps them to the end of the call). An operator of
+    ``FIRST_RESULT_KERNELS`` whose other results nobody reads is launched as its replacement there.
 
-    Device-generic: the streams and events are those of the device module of the example inputs (or of the
-    model's parameters). On CUDA, operators on different streams overlap; torch.cpu's streams and events do
-    nothing, so on CPU the operators run one after another in the plan's issue order.
-
-    A call issues work on the caller's current stream (the plan's stream 0) and on the module's side streams,
-    which fork from it before the first operator and join it after the last, so a call can be captured into
-    a CUDA graph. A tensor read on another stream than its maker's is recorded on the reader's stream
-    (``_foreign_inputs``), so the memory of a dropped intermediate goes to a later operator only once every
-    stream that reads it is done with it (during a capture, only after the capture ends).
+    Streams and events are those of the example inputs' device: on CUDA, operators on different streams overlap;
+    on CPU they run one after another in issue order. A call issues work on the caller's current stream (stream
+    0) and on side streams that fork from it and join it, so it can be captured into a CUDA graph; a tensor read
+    on another stream than its maker's is recorded on the reader's, so its memory is reused only once every
+    stream reading it is done.
     """
 
     def __init__(self, model: nn.Module, example_inputs: Sequence[torch.Tensor], *, merge: bool = False,

@@ -1,45 +1,13 @@
 """Nimble's stream assignment: the operators of a DAG onto GPU streams with the fewest synchronisations.
 
-Kwon, Yu, Jeong, Chun: "Nimble: Lightweight and Parallel GPU Task Scheduling for Deep Learning", NeurIPS 2020,
-section 3.2. Pure Python over networkx: no torch, no GPU.
-
-The algorithm, for a DAG ``G`` whose nodes are operators and whose edges are data dependencies:
-
-1. ``R``, the transitive reduction of ``G`` (for a DAG, its unique minimum equivalent graph);
-2. a bipartite graph with an out-copy and an in-copy of every node and an edge ``(u_out, v_in)`` for
-   every edge ``u -> v`` of ``R``;
-3. a maximum matching of it (Hopcroft-Karp); every matched edge puts ``v`` right after ``u`` on ``u``'s
-   stream, so the streams are vertex-disjoint paths of ``R``;
-4. one synchronisation (event record after ``u``, wait before ``v``) for every edge ``u -> v`` of ``R``
-   whose ends are on different streams. Edges of ``G`` outside ``R`` need none: a path of ``R`` orders them.
-
-Two nodes share a stream only if one reaches the other, so the plan serialises nothing that could run
-concurrently: with any operator durations, every operator can start as soon as its last predecessor ends.
-On a stream holding nodes in reachability order, only consecutive nodes can be joined by an edge of ``R``,
-so the edges of ``R`` inside streams form a matching of step 2's graph and no plan needs fewer
-synchronisations than ``|R| - |maximum matching|``, which is what this one has.
-
-Merging (``merge=True``, the authors' second matching). Chain ``A`` *wholly precedes* chain ``B`` when the
-last node of ``A`` reaches the first node of ``B`` in ``G``; then every node of ``A`` reaches every node of
-``B``, the concatenation ``A + B`` is again totally ordered by reachability, and putting it on one stream
-loses no concurrency. Wholly-precedes is a strict partial order on chains, so a maximum matching of the
-bipartite graph ``(A_out, B_in)`` over such pairs gives the fewest streams made of whole chains this way.
-Merging keeps the number of synchronisations: ``R`` has no edge from the last node of ``A`` to the first
-node of ``B`` (it would have enlarged the first matching), and any other edge between them is implied by a
-longer path. Two chains of step 3 that are totally ordered together always wholly precede one another (a
-node of one strictly between consecutive nodes of the other would make their edge transitive), so this rule
-misses no pair. The merged count is at least the width of ``G`` (its largest set of pairwise unordered
-nodes, Dilworth) and can exceed it, since whole chains are kept: a cover by ``width`` chains may cut them.
-
-Stream 0 is the capture stream (the caller's current stream); every other stream forks from it before the
-first operator and joins it after the last, which is what CUDA graph capture over several streams requires.
-
-Cost. The nodes are numbered in the issue order and the descendants of each kept as one bitset (a Python
-int), built from the last node back. An edge ``u -> v`` of ``G`` stays in ``R`` unless a successor of ``u``
-that comes before ``v`` reaches it, and the width's matching over the closure works on the bitsets
-(``_width``): with ``n`` nodes and ``m`` edges, O(m n / 64) word operations. networkx's Hopcroft-Karp runs
-only over ``R`` (about as many edges as nodes in a network) and, when merging, over the pairs of chains. A
-1300-operator network is planned in tens of milliseconds.
+Kwon et al., "Nimble: Lightweight and Parallel GPU Task Scheduling for Deep Learning", NeurIPS 2020, s. 3.2.
+Pure Python over networkx: no torch, no GPU. For a DAG ``G`` of operators and data dependencies, the streams
+are the paths that a maximum matching (Hopcroft-Karp) of the bipartite graph of ``R``, the transitive
+reduction of ``G``, links; each edge of ``R`` between two streams is one synchronisation. The plan
+serialises nothing that could run concurrently, and no plan has fewer synchronisations. ``merge=True`` (the
+authors' second matching) concatenates chains that wholly precede one another: the fewest streams made of
+whole chains, with the same synchronisations. Stream 0 is the capture stream; every other stream forks from
+it before the first operator and joins it after the last, as CUDA graph capture over several streams needs.
 
 >>> dag = nx.DiGraph([("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
 >>> plan = plan_streams(dag)
@@ -170,6 +138,36 @@ class StreamPlan:
             lines += [f"    {sync.src} [{sync.src_stream}] -> {sync.dst} [{sync.dst_stream}]"
                       for sync in self.syncs]
         return "\n".join(lines)
+
+
+# How the plan is made, and why it is optimal.
+#
+# 1. R, the transitive reduction of G (for a DAG, its unique minimum equivalent graph);
+# 2. a bipartite graph with an out-copy and an in-copy of every node and an edge (u_out, v_in) for every edge
+#    u -> v of R;
+# 3. a maximum matching of it (Hopcroft-Karp); every matched edge puts v right after u on u's stream, so the
+#    streams are vertex-disjoint paths of R;
+# 4. one synchronisation (event record after u, wait before v) for every edge u -> v of R whose ends are on
+#    different streams. Edges of G outside R need none: a path of R orders them.
+#
+# Two nodes share a stream only if one reaches the other, so the plan serialises nothing that could run
+# concurrently. On a stream holding nodes in reachability order, only consecutive nodes can be joined by an
+# edge of R, so the edges of R inside streams form a matching of step 2's graph and no plan needs fewer
+# synchronisations than |R| - |maximum matching|, which is what this one has.
+#
+# Merging: chain A wholly precedes chain B when the last node of A reaches the first node of B in G; then
+# A + B is again totally ordered by reachability, and one stream for it loses no concurrency. Wholly-precedes
+# is a strict partial order on chains, so a maximum matching of the bipartite graph (A_out, B_in) over such
+# pairs gives the fewest streams made of whole chains. Merging keeps the number of synchronisations: R has no
+# edge from the last node of A to the first of B (it would have enlarged the first matching), and any other
+# edge between them is implied by a longer path. Two chains of step 3 that are totally ordered together always
+# wholly precede one another, so no pair is missed. The merged count is at least the width of G (Dilworth)
+# and can exceed it, since whole chains are kept.
+#
+# Cost: nodes are numbered in issue order and the descendants of each kept as one bitset (a Python int),
+# built from the last node back. An edge u -> v of G stays in R unless a successor of u that comes before v
+# reaches it, and the width's matching over the closure works on the bitsets (_width): O(m n / 64) word
+# operations for n nodes and m edges. Hopcroft-Karp runs only over R and, when merging, over pairs of chains.
 
 
 def plan_streams(dag: nx.DiGraph, *, merge: bool = False) -> StreamPlan:
@@ -326,7 +324,7 @@ def _max_matching(count: int, edges: Iterable[tuple[int, int]]) -> dict[int, int
 
 
 def _merge_chains(chains: list[tuple[int, ...]], reach: list[int]) -> list[tuple[int, ...]]:
-    """Fewest concatenations of whole chains, each chain wholly preceding the next (see the module doc)."""
+    """Fewest concatenations of whole chains, each chain wholly preceding the next (see the comment on plan_streams)."""
     precedes = [(i, j) for i, chain in enumerate(chains) for j, other in enumerate(chains)
                 if reach[chain[-1]] >> other[0] & 1]
     groups = _paths(range(len(chains)), _max_matching(len(chains), precedes))

@@ -2,14 +2,7 @@
 
 Every scheduler follows the contract of :class:`TaskScheduler`; :func:`create` builds one from its name.
 :data:`DEFAULT` is ``gated-gradient``: MetaSchedule's gradient rule among the tried tasks, and a task's first
-slot only where it is expected to pay. In replays of the recorded traces (``bench/studies/schedulers/replay.py``) it
-reached 5 % of the best reachable latency in 0.82x-1.00x ``gradient``'s time, never slower; in real runs side by side
-(``bench/studies/schedulers/scheduler_runs.py``: 10 minutes of ResNet-18 and of MobileNetV2, 4 of the Transformer) its
-compiled model was ahead of ``gradient``'s at three of the five checks on each convnet and at all but the last on the
-Transformer; the models delivered at the end were 1.05x and 1.02x ``gradient``'s latency on the convnets
-(within this host's spread from one process to the next) and 0.76x on the Transformer.
-``expected-gain`` comes within 5 % sooner in replays of convnet traces, but in real runs it kept giving slots
-to tasks whose search had stalled: ``gradient`` ended ahead of it in five runs of five.
+slot only where it is expected to pay (evidence: bench/studies/schedulers/findings.md).
 
 >>> scheduler = create("gradient", seed=0)
 >>> create(scheduler) is scheduler

@@ -13,17 +13,13 @@ class TaskScheduler(abc.ABC):
     Contract:
 
     - The session calls :meth:`next` once per slot, before it proposes or measures anything, with a frozen
-      :class:`~tunewise.tuning.state.Snapshot` of the run; it gives the slot to the task whose
-      :attr:`~tunewise.tuning.state.TaskView.index` is returned, or stops tuning on ``None``.
-    - A scheduler is pure with respect to the tuning: it never builds, measures or records, and never mutates
-      the snapshot. It may keep private state, but only state derived from the snapshots it was shown and
-      from its own generator, seeded by its ``seed`` argument (never the global RNG), so that a run can be
-      replayed from its snapshots.
-    - It never returns a finished task, and returns ``None`` exactly when no task is live.
-    - It may retire tasks: after each slot the ledger asks :meth:`retired` about the slot's task, and finishes
-      it when the answer is yes (in a real session, a resumed one and a replay alike). The answer depends on
-      the task's :class:`~tunewise.tuning.state.TaskView` alone. A scheduler that retires tasks thus ends the run
-      through the ledger's own rule (no task is live) and the snapshot shows every retired task finished.
+      :class:`~tunewise.tuning.state.Snapshot`; the slot goes to the task whose index is returned, and
+      ``None`` (returned exactly when no task is live) stops tuning. A finished task is never returned.
+    - A scheduler never builds, measures, records or mutates the snapshot. Its private state derives only from
+      the snapshots it was shown and from its own generator, seeded by ``seed`` (never the global RNG), so a run
+      can be replayed from its snapshots.
+    - After each slot the ledger asks :meth:`retired` about the slot's task, from its
+      :class:`~tunewise.tuning.state.TaskView` alone, and finishes it on yes.
     - Constructors take keyword-only arguments, stored unchanged, and raise ``ValueError`` on bad values.
     """
 

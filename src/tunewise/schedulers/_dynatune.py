@@ -1,38 +1,18 @@
 """DynaTune: task scheduling as a bandit over Bayesian learning-curve beliefs.
 
 Wang et al., "DynaTune: Dynamic Tensor Program Optimization in Deep Neural Network Compilation", ICLR 2021.
-The three schedulers share the warm-up, beliefs and the predicted reward of each task,
-and differ in how they choose from the rewards (UCB, epsilon-greedy, softmax).
+The three schedulers share the warm-up, beliefs and rewards below, and choose by UCB, epsilon-greedy or softmax.
 
-- Warm-up: as in the paper (and UCB1, which plays every arm once first), every task gets a slot before
-  any task gets a second, but not in declaration order: the untried tasks go in the order of a prior
-  (:meth:`prior_reduction`): the fraction of the model latency each one holds untuned,
-  ``weight * default_latency`` (:mod:`tunewise.schedulers._prior`, which every scheduler's first pass
-  follows), times the fraction of their untuned latency that the tuned tasks have
-  shed so far (the median; all of it before any task is tuned). So the heaviest tasks go first, where the
-  paper's order spends the first slots of a Transformer on a dozen reshapes worth microseconds
-  (``bench/studies/schedulers/replay.py``), and every task is tried: without a warm-up (the prior competing with the
-  beliefs of tuned tasks, the rule before this one) a Transformer run of 600 trials never tried 14 of its 23 tasks, one
-  of them 0.9 % of the model and 96 % sheddable, while converged matmuls kept their slots. A task that has had
-  slots but no valid result scores nothing and gets slots only from the exploration term.
-- Belief: each live task's best-so-far throughput after each of its slots, ``flops / best``, normalised
-  by the peak, against its trials so far, is fitted with a :class:`~tunewise.belief.CurveModel`
-  (``family``, ``n_walkers``, ``n_steps``, ``burn_in``, ``thin``, ``jump`` are passed on) and predicted
-  at the horizon ``trials + trials_per_slot``: the end of one more slot.
-- Reward (:meth:`expected_reduction`): the expected improvement ``EI`` over the best throughput gives
-  the expected throughput after the slot, ``p + EI``, hence the model-latency reduction
-  ``weight * (current_latency - flops / (p + EI))``, divided by the current model-latency estimate
-  (:meth:`~tunewise.tuning.state.Snapshot.estimated_latency`) so that it is a fraction in ``[0, 1]``.
-- Peak: ``peak_gflops`` when given (the hardware's peak, as in the paper); otherwise the smallest power
-  of two at least twice the best throughput of any task, so the best task still has room to climb and
-  the scale (hence every fit) changes only when the best throughput doubles.
+- Warm-up: every task gets a slot before any gets a second, in the order of :meth:`prior_reduction`
+  (the task's untuned share of the model latency, :mod:`tunewise.schedulers._prior`, times the median
+  fraction of untuned latency the tuned tasks have shed). A task with slots but no valid result scores nothing.
+- Belief: a live task's best throughput per slot, normalised by the peak, is fitted with a
+  :class:`~tunewise.belief.CurveModel` and predicted at the end of one more slot; the reward
+  (:meth:`expected_reduction`) is the fraction of the model latency that slot is expected to remove.
+- Peak: ``peak_gflops`` when given, else the smallest power of two at least twice the best throughput.
 
-A task's fit is cached until its history, trials, the slot size or the peak change, so a slot refits
-only the task that just ran. Each fit is seeded from ``seed``, the task's index and its slot count, so
-the beliefs do not depend on the order in which they were computed (which is why a fit does not start
-from the task's previous posterior). The belief's defaults (see :class:`~tunewise.belief.CurveModel`)
-keep a decision to about 20 ms on average with 20 tasks (``bench/studies/schedulers/dynatune_overhead.py``), well under
-1 % of a slot; ``n_walkers=10, n_steps=500, burn_in=300, thin=10`` are the paper's sizes.
+A task's fit is cached until its history, trials, slot size or the peak change, and is seeded from ``seed``,
+the task's index and its slot count, so beliefs do not depend on the order they were computed in.
 """
 
 from __future__ import annotations
@@ -152,19 +132,12 @@ class _DynaTune(TaskScheduler):
 
 
 class DynaTune(_DynaTune):
-    """DynaTune's UCB scheduler: the live task with the largest ``reward + share * sqrt(c * ln t / n)`` gets
-    the slot, where ``reward`` is the predicted fraction of model latency the slot removes (see the module
-    docstring), ``share`` the fraction of the model latency the task holds now (the most any slot of it
-    could remove), ``t`` the slots given so far to all tasks and ``n`` the task's own (at least 1); ties go
-    to the earliest declared.
+    """DynaTune's UCB scheduler: the live task with the largest ``reward + share * sqrt(c * ln t / n)`` gets the slot.
 
-    UCB1 (Auer et al., 2002) assumes rewards in ``[0, 1]``; a task's reward lies in ``[0, share]``, so its
-    confidence bonus is scaled by its own share. One bonus for all tasks (the paper's, or one scaled by the
-    largest reward) buys slots for tasks that hold microseconds: on the ResNet-18 and MobileNetV2 replay
-    traces that made DynaTune reach 5 % of the best 1.35x and 1.5x later than the gradient scheduler
-    (``bench/studies/schedulers/replay.py``). ``c`` (the paper's 2, or 0.2 for sub-millisecond models, on its unscaled
-    rewards) is 0.2 by default, chosen on those traces and the Transformer's (with the warm-up; 0.1 and
-    0.3 do no better there).
+    ``reward`` is the predicted fraction of model latency the slot removes, ``share`` the fraction of the model
+    latency the task holds now, ``t`` the slots given so far to all tasks and ``n`` the task's own (at least 1);
+    ties go to the earliest declared. The UCB1 bonus is scaled by each task's own share, since its reward lies in
+    ``[0, share]`` (evidence for this and for ``c=0.2``: bench/studies/schedulers/findings.md).
 
     >>> from tunewise.tuning.state import Snapshot, TaskView
     >>> tasks = (TaskView(0, "a", 1, 1e9, 1.0, (0.5, 0.4), (16, 32), 32), TaskView(1, "b", 1, 1e9, 1.0))

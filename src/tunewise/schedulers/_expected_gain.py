@@ -15,37 +15,17 @@ from tunewise.tuning.state import Snapshot, TaskView
 class ExpectedGain(TaskScheduler):
     """Greedy on the expected model-latency gain per second of each live task's next slot.
 
-    The run's first slot goes to the heaviest task untuned (:func:`~tunewise.schedulers._prior.heaviest_first`).
-    Then every live task is scored, and the highest score gets the slot (ties to the earliest declared):
+    The run's first slot goes to the heaviest task untuned; then the highest score gets it (ties to the earliest):
 
-    - **A tried task** (``n`` trials so far, a next slot of ``m``): every task's best latency is expected to
-      follow one power law in trials, ``best(n) ~ n ** -exponent``, so the slot is expected to remove ``weight *
-      current_latency * (1 - (n / (n + m)) ** exponent)`` of model latency. On the recorded traces, whether a
-      slot improves a task, and by how much, depends on how many slots the task has had, and hardly on whether
-      its last slots improved it (``bench/studies/schedulers/scheduler_losses.py``): so a task's own curve is not
-      fitted, and one curve serves all. ``exponent`` 0.15 fits the traces' mean drops: 13 % in the slot of 16 trials
-      after the first 16, 6.5 % after 32, 3 % after 64.
-    - **A task not tried yet**: its untuned time less what tuning is expected to leave of it, ``weight *
-      (default_latency - flops / G)``, ``G`` the ``reference_quantile`` of the throughputs the tried tasks
-      reached. A task without FLOPs (a layout operator) is expected to shed the median fraction of its untuned
-      latency that the tried ones shed (``layout_shed`` while none was). So a reshape worth microseconds gets
-      no slot while a convolution has more to give, where a first pass over all tasks spends a slot on each. A
-      task whose untuned schedule failed scores infinity (nothing once tried without a valid result); while no
-      task with FLOPs has a valid result, a task with FLOPs is expected to shed all of its untuned time.
-    - **Per second**: the gain is divided by the slot's expected seconds (search, builds, runs:
-      :meth:`slot_seconds`), learnt from the durations of the run's slots
-      (:meth:`~tunewise.tuning.state.Snapshot.slot_seconds`). A slot's cost depends first on its position in its
-      task's run (on the CPU traces a task's first and fifth slots take about three times its others), then on
-      the task: so it is expected to cost the mean of the run's slots at that position, scaled by how slow the
-      task's own slots were against theirs. Without durations in the snapshot, every slot costs the same.
+    - a tried task (``n`` trials, a slot of ``m``) is expected to remove ``weight * current_latency *
+      (1 - (n / (n + m)) ** exponent)``: one power law in trials for every task;
+    - an untried task, its untuned time less ``flops / G`` (``G`` the ``reference_quantile`` of the tried tasks'
+      throughputs; a task without FLOPs sheds the tried tasks' median fraction, ``layout_shed`` before any);
+      a task whose untuned schedule failed scores infinity;
+    - the gain is divided by the slot's expected seconds (:meth:`slot_seconds`), learnt from the run's slot
+      durations by position in the task's run; without durations every slot costs the same.
 
-    Deterministic, and cheap: a decision is one pass over the tasks.
-
-    >>> from tunewise.tuning.state import Snapshot, TaskView
-    >>> a = TaskView(0, "conv", 1, 1e9, 1e-2, (1e-3,), (16,), 16)
-    >>> b = TaskView(1, "reshape", 1, 0.0, 1e-5)
-    >>> ExpectedGain().next(Snapshot((a, b)))  # 1 ms x 10 % beats 10 us x 25 %
-    0
+    Deterministic; a decision is one pass over the tasks (evidence: bench/studies/schedulers/findings.md).
     """
 
     def __init__(self, *, exponent: float = 0.15, reference_quantile: float = 0.75, layout_shed: float = 0.25,

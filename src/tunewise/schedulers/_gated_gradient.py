@@ -11,16 +11,9 @@ class GatedGradient(Gradient):
     """:class:`~tunewise.schedulers.Gradient` without its pass over every task: a task gets its first slot only
     when that slot is expected to take more model latency per second than any tried task's next one.
 
-    :class:`~tunewise.schedulers.ExpectedGain` chooses first (the run's first slot to the heaviest task
-    untuned; then the live task of highest expected model-latency gain per second, an untried task's gain being
-    its untuned time less what the tried tasks' throughput says tuning would leave of it). A task not tried yet
-    keeps that choice; when the choice is a tried task, the tried task of highest gradient
-    :meth:`~tunewise.schedulers.Gradient.score` gets the slot instead, as in ``gradient``. So a reshape or a
-    slice worth microseconds waits while a convolution has more to give, where ``gradient`` spends a slot on
-    every task first (on the Transformer traces, 17-18 s of an 84-102 s bound: bench/studies/schedulers/findings.md,
-    "Which scheduler reaches a latency first"); and which tried task goes next follows what its recent slots took off,
-    which in real runs kept ``gradient`` off tasks whose search had stalled, where ``expected-gain``'s one learning
-    curve for every task did not.
+    :class:`~tunewise.schedulers.ExpectedGain` chooses first; an untried task keeps that choice, and when the
+    choice is a tried task, the tried task of highest :meth:`~tunewise.schedulers.Gradient.score` gets the slot
+    instead (evidence: bench/studies/schedulers/findings.md).
 
     >>> from tunewise.tuning.state import Snapshot, TaskView
     >>> conv = TaskView(0, "conv", 1, 1e9, 1e-2, (1e-3,), (16,), 16)  # 1 GFLOP in 1 ms once tuned

@@ -10,26 +10,14 @@ from tunewise.tuning.state import Snapshot, TaskView
 
 
 class Gradient(TaskScheduler):
-    """TVM MetaSchedule's ``GradientBased`` scheduler, itself a simplification of Ansor's (Zheng et al., OSDI
-    2020), the baseline tunewise's own schedulers are measured against.
+    """TVM MetaSchedule's ``GradientBased`` scheduler (after Ansor, Zheng et al., OSDI 2020).
 
-    First every live task that has not had a slot gets one, heaviest first
-    (:func:`~tunewise.schedulers._prior.heaviest_first`; TVM goes in declaration order).
-    Then each live task, with ``n`` slots and best-latency history ``best`` (one entry per slot), scores
-
-    - ``g1 = (best[n-1-window] - best[n-1]) / window`` (``0`` while ``n < window + 1``): recent progress,
-    - ``g2 = best[n-1] / n``: the optimistic guess that another slot cuts the latency by ``best / n``,
-    - ``score = (alpha * g1 + (1 - alpha) * g2) * weight``,
-
-    and the highest score gets the slot, ties to the earliest declared; when all live tasks score the same,
-    one is drawn uniformly with the scheduler's own generator, as TVM does.
-
-    A task without a valid measurement has ``best = inf``; TVM puts ``1e100`` ms there, which makes such a
-    task win every slot (and its window gradient absurd) until it measures something, starving the others
-    when a task keeps failing. Here each history entry is taken as the task's current latency,
-    ``min(best, default_latency)``, the same as :attr:`~tunewise.tuning.state.TaskView.current_latency`: a task
-    that has failed so far counts with its untuned latency, and once it measures, its progress is measured
-    from there. Latencies are in seconds (TVM uses ms); the choice does not depend on the unit.
+    First every live task without a slot gets one, heaviest first (TVM goes in declaration order). Then a task
+    with ``n`` slots and history ``best`` scores ``(alpha * g1 + (1 - alpha) * g2) * weight``, where
+    ``g1 = (best[n-1-window] - best[n-1]) / window`` (``0`` while ``n <= window``) and ``g2 = best[n-1] / n``;
+    the highest score wins, ties to the earliest, and all-equal scores are drawn with the scheduler's generator.
+    History entries are the task's current latency, ``min(best, default_latency)``, so a failing task counts
+    with its untuned latency (TVM's ``1e100`` would let it win every slot). Latencies are in seconds.
 
     >>> from tunewise.tuning.state import Snapshot, TaskView
     >>> a = TaskView(0, "a", 1, 1e6, 1.0, best_history=(0.5, 0.4))

@@ -1,13 +1,10 @@
 """The prior every scheduler shares before a task is tuned: the share of the model latency it holds untuned.
 
 A task's untuned share is ``weight * default_latency`` over the model-latency estimate
-(:meth:`~tunewise.tuning.state.Snapshot.estimated_latency`); a task whose untuned schedule failed (``inf``) counts as
-holding all of it, since nothing is known about it. Schedulers that give untried tasks a first pass
-(gradient, round-robin, the DynaTune warm-up) and the one that tunes tasks one after another (sequential) take
-them in :func:`heaviest_first` order, so that a short budget goes where the time is: on the recorded traces
-declaration order spends the first slots on reshapes and small matmuls worth microseconds
-(``bench/studies/schedulers/short_budgets.py``). Before the default latencies are measured, a new run tunes the
-:func:`heaviest_by_flops` task first.
+(:meth:`~tunewise.tuning.state.Snapshot.estimated_latency`); a task whose untuned schedule failed counts as
+holding all of it. Schedulers that give untried tasks a first pass, and ``sequential``, take them in
+:func:`heaviest_first` order (evidence: bench/studies/schedulers/findings.md); before the default
+latencies are measured, a new run tunes the :func:`heaviest_by_flops` task first.
 
 >>> from tunewise.tuning.state import Snapshot, TaskView
 >>> tasks = (TaskView(0, "reshape", 1, 1e3, 1e-6), TaskView(1, "conv", 2, 1e9, 1e-3))

@@ -9,18 +9,11 @@ from tunewise.tuning.state import TaskView
 
 
 class Survey(RoundRobin):
-    """Trimmer's survey tuning at operator level (Borowiec et al., "Trimmer: Cost-Efficient Deep Learning
-    Auto-tuning for Cloud Datacenters", IEEE CLOUD 2022, s. IV-C and fig. 10): the tasks are a queue, and
-    each *epoch* gives every live task one batch of measurements (a slot: ``trials_per_slot`` trials);
-    a task retires after ``patience`` batches in a row without improvement (3 in the authors' framework),
-    and the run ends when every task is retired or finished.
+    """Trimmer's survey tuning at operator level (Borowiec et al., IEEE CLOUD 2022, s. IV-C).
 
-    Epochs are :class:`RoundRobin`'s cycle (the live task with the fewest slots, ties heaviest first), so a
-    resumed run first evens the counts out. A retired task is one whose last ``patience`` slots did not beat
-    its best before them (a task whose ``patience`` first slots all failed is retired too);
-    :meth:`retired` says so from the task's view alone, and the ledger finishes it (the contract of
-    :class:`~tunewise.schedulers.TaskScheduler`). The whole-model checks after each epoch are the stop
-    rules' (:mod:`tunewise.stoppers`), which work with any scheduler.
+    Each epoch gives every live task one slot, in :class:`RoundRobin`'s cycle; a task retires after ``patience``
+    slots in a row that do not beat its best before them (:meth:`retired`, from the task's view alone; the ledger
+    finishes it), and the run ends when every task is retired or finished.
 
     >>> from tunewise.tuning.state import TaskView
     >>> Survey().retired(TaskView(0, "conv", 1, 1e9, 4e-3, best_history=(3e-3, 2e-3, 2e-3, 2e-3)))

@@ -1,4 +1,4 @@
-"""Schedule sharing between tasks (``../shared/ALGORITHMS.md``, s. 5), in three modes (:data:`MODES`):
+"""Schedule sharing between tasks, in three modes (:data:`MODES`):
 
 - ``"off"``: every task is tuned alone.
 - ``"same-anchor"``: tasks that run the same main computation with different fused epilogues give each other

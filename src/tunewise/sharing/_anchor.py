@@ -1,18 +1,12 @@
 """Same-anchor sharing: tasks that run the same main computation with different fused epilogues.
 
-Fusion makes one task per distinct chain of operators, so a network that applies one convolution shape in
-several places yields several tasks that differ only in what is fused after the convolution (a bias, a
-residual add, a ReLU). ResNet-18 has four such groups covering 11 of its 22 tasks, and tuning each member
-from scratch spends the trial budget several times on the same convolution.
-
-The shared computation is the task's *anchor block* (MetaSchedule's term: the block with a reduction and
-the most FLOPs; :func:`anchor_key` gives its structural hash). A schedule tuned for one member moves to
-another by MetaSchedule's ``schedule_using_anchor_trace``: the member's anchor block gets the same tiling,
-parallelisation and vectorisation, its other blocks are inlined, and its layout-free weights (at graph level
-``prepack``) are laid out by its own post-processing (:func:`transfer`). The session uses
-that to measure the group's best schedules on a member before searching it (:class:`Offers`): each
-transferred schedule is a real, measured trial of the member, and it is committed to the store under the
-member's own workload, so the member's evolutionary search then starts from it.
+Fusion makes one task per distinct chain of operators, so one convolution shape applied in several places
+yields several tasks that differ only in what is fused after it (a bias, a residual add, a ReLU). The shared
+computation is the task's *anchor block* (MetaSchedule's term: the block with a reduction and the most FLOPs;
+:func:`anchor_key` gives its structural hash). A schedule tuned for one member moves to another by
+MetaSchedule's ``schedule_using_anchor_trace`` (:func:`transfer`). The session measures the group's best
+schedules on a member before searching it (:class:`Offers`): each is a real trial of the member, committed
+under its own workload, so its evolutionary search then starts from it.
 """
 
 from __future__ import annotations

@@ -1,28 +1,15 @@
 """The rules of selective tuning's members: when a member is given its representative's schedules, and when it
 falls back to a search of its own. Pure Python over frozen task views: the run's ledger applies them.
 
-A member of a group (:class:`~tunewise.sharing.Selection`) is not searched; it is *held*. A held member is due
-a transfer when its representative has a valid best latency that beats the representative's best at the
-member's previous transfer (any valid best, for the first): it is then given the representative's ``top``
-best records, fitted to its shape (:func:`~tunewise.sharing.transfer_across`), as a slot of its own. A
-transfer slot that measured nothing (no record could be fitted, or those fitted had all been measured
-already) makes the member fall back at once, for good, to a search under the scheduler like any task.
-
-The other reasons to fall back are judged only once the representative has *settled*: it has measured
-``settled`` trials (48, three slots of 16) or finished. Before that, its best is an early schedule of a
-search under way, and a member that runs it slowly says little about the schedule the group will end with.
-A member is judged after each transfer from a settled representative, and, when its representative settles,
-if it already holds that representative's best. It falls back when:
-
-- its best is no faster than its untuned (default) latency (every transferred schedule failed, for one);
-- it falls short of what its group predicts, and that matters to the model: its throughput (FLOPs a second
-  of its best) is below ``shortfall`` (0.8) times its representative's, which has the same kind of main
-  computation and design space, and its share of the model's FLOPs is at least ``minor`` (1 %). A member
-  without FLOPs (a layout transform), or too small to repay a search, stays held.
-
-A representative that settles without a valid best has nothing to give: its members fall back. Everything
-here follows from the slots told, in order, so a resumed run, told the slots the store holds, comes back to
-the same state.
+A member of a group (:class:`~tunewise.sharing.Selection`) is *held*, not searched. It is due a transfer when
+its representative's valid best beats the one at its previous transfer: it is then given the representative's
+``top`` best records fitted to its shape (:func:`~tunewise.sharing.transfer_across`), as a slot of its own. A
+transfer slot that measured nothing makes it fall back at once, for good, to a search under the scheduler.
+Once the representative has *settled* (``settled`` trials measured, or finished), a member falls back when its
+best is no faster than its default latency, or when its throughput is below ``shortfall`` times its
+representative's and its share of the model's FLOPs is at least ``minor``; a representative that settles
+without a valid best sends its members back too. Everything follows from the slots told, in order, so a
+resumed run told the slots the store holds comes back to the same state.
 """
 
 from __future__ import annotations

@@ -1,19 +1,17 @@
 """Record bases: the best few records of many workloads, in one small file, kept apart by ISA class.
 
-A record base holds, for each workload (a TIR module, under the structural hash the store files it by), its
-:data:`TOP` best records that measured a latency, each with the target it was measured on (and that target's
-``mcpu``), under the instruction-set class of that target (:func:`tunewise.target.isa_class`): a record is
-used only on targets of its class. The file is gzip-compressed JSON, written deterministically (same base,
-same bytes)::
+A record base holds, for each workload (a TIR module, under the store's structural hash), its :data:`TOP`
+best records that measured a latency, each with the target it was measured on and its ``mcpu``, under that
+target's instruction-set class (:func:`tunewise.target.isa_class`): a record is used only on targets of its
+class. The file is deterministic gzip-compressed JSON (same base, same bytes)::
 
-    {"format": "tunewise-record-base", "version": 1, "tunewise": "0.1.0", "tvm": "0.27.0.post1",
-     "workloads": [{"isa": "avx2", "shash": "…", "mod": "<TVM JSON>",
-                    "records": [{"record": "<MetaSchedule record JSON>", "run_secs": [...], "target": "…",
-                                 "mcpu": "znver2"}, ...]}, ...]}
+    {"format": "tunewise-record-base", "version": 1, "tunewise": "...", "tvm": "...",
+     "workloads": [{"isa": "avx2", "shash": "...", "mod": "<TVM JSON>",
+                    "records": [{"record": "<JSON>", "run_secs": [...], "target": "...", "mcpu": "..."}]}]}
 
-``tunewise``/``tvm`` are the versions that wrote the file. :func:`build_base` makes a base from a store's
-runs, :meth:`RecordBase.merged` joins bases, :meth:`RecordBase.read` validates a file. Reading needs no TVM:
-modules and records stay JSON text until a task asks for them (:class:`tunewise.sharing.Planner`).
+:func:`build_base` makes a base from a store's runs, :meth:`RecordBase.merged` joins bases,
+:meth:`RecordBase.read` validates a file. Reading needs no TVM: modules and records stay JSON text until a
+task asks for them (:class:`tunewise.sharing.Planner`).
 """
 
 from __future__ import annotations

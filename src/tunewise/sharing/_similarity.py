@@ -2,26 +2,16 @@
 
 A :class:`Signature` describes a design space by two things read off a MetaSchedule trace:
 
-- its *sketch*: the trace's instructions before post-processing, without their decisions and without their
-  constant inputs (the parallel extent, which MetaSchedule's mutators change, and the tiling-structure text),
-  as a short hash. Look-ups whose results nothing uses (``GetConsumers`` without outputs...) are left out and
-  the random variables renamed in order, as MetaSchedule drops them from the traces it measures. So are the
-  fused elementwise blocks the trace only inlines (:func:`inlined_blocks`: a bias, a ReLU6's ``maximum``, a
-  zero padding), which the schedule does not tile: a convolution followed by a bias and a ReLU and one
-  followed by a bias and a ReLU6 have the same sketch. Two traces of one design space have the same sketch
-  whatever they sampled, and since ``GetSBlock`` names its block, tasks share a sketch only when the same
-  kind of computation is tiled the same way (a matmul and a convolution never do; a convolution whose padding
-  is computed at a tile and one whose padding is inlined neither).
-- its *tile knobs*: for each ``SamplePerfectTile``, the extent of the loop it splits (the product of its
-  decision, as the tile is perfect) and its number of parts.
+- its *sketch*: a short hash of the trace's instructions before post-processing, without decisions, constant
+  inputs, unused look-ups and the fused elementwise blocks the trace only inlines (:func:`inlined_blocks`), its
+  random variables renamed in order; traces of one design space share a sketch whatever they sampled, and
+  tasks share one only when the same kind of computation is tiled the same way;
+- its *tile knobs*: for each ``SamplePerfectTile``, the extent of the loop it splits and its number of parts.
 
-:func:`task_signature` reads the design spaces MetaSchedule generates for a task (several sketches: the
-multi-level tiling with and without a cache write...); :func:`record_signature` reads one stored record's
-trace (no TVM needed). :func:`similarity` is 0 for signatures without a common sketch or with other tile knobs,
-and otherwise the product over the tile knobs of the Jaccard overlap of their candidate values. The candidate
-values of a knob that splits a loop of extent ``E`` are taken to be the divisors of ``E`` (the values each factor
-of a perfect tile of ``E`` can take, whatever the number of parts): two 64-long loops give 1, a 64-long and a
-56-long loop give 4/11 (divisors 1, 2, 4, 8 in common out of 11).
+:func:`task_signature` reads the design spaces MetaSchedule generates for a task; :func:`record_signature` one
+stored record's trace (no TVM needed). :func:`similarity` is 0 for signatures without a common sketch or with
+other tile knobs, else the product over the knobs of the Jaccard overlap of the divisors of their extents:
+two 64-long loops give 1, a 64-long and a 56-long loop give 4/11.
 """
 
 from __future__ import annotations

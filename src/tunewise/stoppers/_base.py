@@ -13,20 +13,15 @@ class StopRule(abc.ABC):
 
     Contract:
 
-    - The ledger calls :meth:`check` before every slot it hands out (:meth:`tunewise.tuning.ledger.Ledger.ask`), once
-      its own budgets allow one more slot and some task is live, with a frozen
-      :class:`~tunewise.tuning.state.Snapshot` of the run and the run's :class:`~tunewise.tuning.state.Cost` so far.
-      Rules
-      are asked in the order given; the first that returns a reason ends the run, and the rules after it are
-      not asked. A slot that has started is never cut short.
-    - A rule never builds, measures or records, and never mutates the snapshot. It may keep private state, but
-      only state derived from the snapshots and costs it was shown, so one instance serves one run.
-    - It decides from the model latency and the cost, never from the scheduler's state, so it works with every
-      scheduler. The model latency is the latest one the driver measured (``snapshot.measured``) when there
-      is one, else the snapshot's :meth:`~tunewise.tuning.state.Snapshot.estimated_latency`.
-    - :meth:`check` returns ``None`` while the run goes on, and a one-line reason, shown to the user, when
-      it is over. A rule that needs a cost the driver does not give (``cost.joules is None``) raises
-      :class:`~tunewise.errors.InputError`.
+    - The ledger calls :meth:`check` before every slot it hands out (:meth:`tunewise.tuning.ledger.Ledger.ask`),
+      once its own budgets allow one more slot and some task is live, with a frozen
+      :class:`~tunewise.tuning.state.Snapshot` and the run's :class:`~tunewise.tuning.state.Cost` so far. Rules are
+      asked in order; the first that returns a reason ends the run. A slot that has started is never cut short.
+    - A rule never builds, measures, records or mutates the snapshot; its private state derives only from what it
+      was shown, so one instance serves one run. It decides from the model latency (:meth:`model_latency`) and the
+      cost, never from the scheduler's state.
+    - :meth:`check` returns ``None`` while the run goes on, else a one-line reason shown to the user. A rule that
+      needs a cost the driver does not give (``cost.joules is None``) raises :class:`~tunewise.errors.InputError`.
     - Constructors take keyword-only arguments, stored unchanged, and raise ``ValueError`` on bad values.
     """
 

@@ -9,12 +9,10 @@ from tunewise.tuning.state import Cost, Snapshot
 
 class CostBudget(StopRule):
     """End the run once it has spent ``seconds`` of tuning time, ``joules`` of energy or ``trials`` trials
-    (Trimmer's cost budget, s. IV-C of the paper: "time, energy, monetary"). Each limit left ``None`` is not
-    checked; at least one must be set.
+    (Trimmer's cost budget, IEEE CLOUD 2022, s. IV-C). Each limit left ``None`` is not checked; one must be set.
 
-    Checked before each slot, like the ledger's :class:`~tunewise.budget.Budget`, but a slot is never shrunk
-    to fit: the last slot runs whole and may overshoot by its own cost. An energy limit needs a driver that
-    meters energy (:mod:`tunewise.energy`); without one, :meth:`check` raises
+    Checked before each slot; the last slot runs whole and may overshoot by its own cost. An energy limit needs
+    a driver that meters energy (:mod:`tunewise.energy`); without one, :meth:`check` raises
     :class:`~tunewise.errors.InputError`.
 
     >>> from tunewise.tuning.state import Cost, Snapshot

@@ -12,46 +12,17 @@ _PER = ("seconds", "joules", "trials")
 
 
 class DiminishingReturns(StopRule):
-    """Trimmer's early stop on the rate of model-latency improvement (Borowiec et al., "Trimmer:
-    Cost-Efficient Deep Learning Auto-tuning for Cloud Datacenters", IEEE CLOUD 2022, s. IV-C, equations 2
-    and 3).
+    """Trimmer's early stop on the rate of model-latency improvement (Borowiec et al., IEEE CLOUD 2022, s. IV-C).
 
-    After each epoch ``t`` the model latency ``f_t`` is taken, and its change per unit of cost over the epoch
-    (equation 3)::
+    Per epoch ``t`` with model latency ``f_t`` and cost so far ``O_t`` (in ``per`` units: ``"seconds"``,
+    ``"joules"`` or ``"trials"``), ``x_t = (f_t - f_{t-1}) / (O_t - O_{t-1})`` (equation 3), and the run stops
+    when ``omega_1 * (x_t - x_{t-1}) / x_{t-1} <= phi`` (equation 2, read as the change of the rate, where the
+    paper prints a sum), ``omega_1 = -1`` when ``x_{t-1} > 0``, else 1. After an epoch with no change the run
+    stops when ``x_t >= 0``; epochs with a non-finite latency or no cost are not compared.
 
-        x_t = omega_2 * (f_t - f_{t-1}) / (O_t - O_{t-1})
-
-    where ``O`` is the cost so far, in ``per`` units (``"seconds"`` of tuning time as in the paper, or
-    ``"joules"``, or ``"trials"``). ``omega_2`` is -1 when both differences are negative; the cost never
-    decreases here, so ``omega_2`` is 1. The run stops when (equation 2)::
-
-        stop = omega_1 * (x_t - x_{t-1}) / x_{t-1} <= phi
-
-    with ``omega_1 = -1`` when ``x_{t-1} > 0`` (the epoch before made the model slower: the paper's cases
-    "both ``x_t`` and ``x_{t-1}`` positive" and "``x_t`` faster but ``x_{t-1}`` slower") and 1 otherwise.
-    The paper prints the numerator of equation 2 as ``x_t + x_{t-1}``; its text calls the quantity "the
-    change in the ratio" compared with the last batch, and with a sum two epochs that both improve the model
-    could never stop the run, so the difference is taken. ``stop`` is then the relative change of the
-    improvement rate: ``phi = -0.25`` (the paper's value) ends the run once an epoch improves the model at
-    least 25 % more slowly per unit of cost than the epoch before it, or makes it slower after one that made
-    it faster. When ``x_{t-1} = 0`` (an epoch with no change) the ratio is undefined: the run stops when
-    ``x_t >= 0`` too (two epochs without improvement). Epochs with a latency that is not finite, or that cost
-    nothing, are not compared.
-
-    Where the points come from: each model latency the driver measured (``snapshot.measured``, one per epoch
-    in Trimmer's survey tuning) is a point, at the cost of the first check that sees it. While none was
-    measured, the snapshot's estimated model latency is taken at the first check and then at the end of each
-    epoch, an epoch being as many slots as there were live tasks when it began (one slot per task: the
-    :class:`~tunewise.schedulers.Survey` and round-robin epoch; the same amount of tuning with other
-    schedulers). The points are kept in :attr:`points` (``(cost, latency)``, in ``per`` units and seconds).
-
-    >>> from tunewise.tuning.state import Cost, Snapshot
-    >>> def measured(*latencies): return Snapshot((), measured=tuple((0.0, f) for f in latencies))
-    >>> rule = DiminishingReturns()
-    >>> rule.check(measured(10e-3), Cost(seconds=0.0)), rule.check(measured(10e-3, 8e-3), Cost(seconds=60.0))
-    (None, None)
-    >>> rule.check(measured(10e-3, 8e-3, 7e-3), Cost(seconds=120.0))  # 1 ms in a minute after 2 ms: -50 %
-    'diminishing returns: the model-latency improvement per second changed by -50% from the epoch before (phi -0.25)'
+    Points (:attr:`points`, ``(cost, latency)``) are the driver's measured latencies, at the cost of the first
+    check that sees each; while none was measured, the estimate at the first check and after each epoch (as many
+    slots as there were live tasks when it began).
     """
 
     def __init__(self, *, phi: float = -0.25, per: str = "seconds"):

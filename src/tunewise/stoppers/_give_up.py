@@ -11,9 +11,8 @@ class GiveUp(StopRule):
     says the model-latency estimate will not reach ``latency`` seconds by the end of the budget with
     probability at least ``probability``.
 
-    Only a forecast that is :attr:`~tunewise.forecast.Forecast.calibrated` counts (made where
-    ``bench/studies/forecast/forecast.py`` finds the forecast calibrated); without one the run goes on. The reason gives
-    the forecast latency at the budget's end.
+    Only a :attr:`~tunewise.forecast.Forecast.calibrated` forecast counts; without one the run goes on. The
+    reason gives the forecast latency at the budget's end.
 
     >>> from tunewise.forecast import END_LEVELS, Forecast
     >>> from tunewise.tuning.state import Cost, Snapshot
@@ -21,8 +20,6 @@ class GiveUp(StopRule):
     ...                     tuple(8.5e-3 + 3e-3 * q for q in END_LEVELS))
     >>> GiveUp(latency=8e-3, probability=0.9).check(Snapshot((), forecast=forecast), Cost())
     'giving up on latency goal 8 ms: missed within the budget with probability 100%; ~10 ms at budget end (80 %: 9-11)'
-    >>> GiveUp(latency=9.5e-3, probability=0.9).check(Snapshot((), forecast=forecast), Cost()) is None
-    True
     """
 
     def __init__(self, *, latency: float, probability: float):

@@ -7,9 +7,8 @@ from tunewise.tuning.state import Cost, Snapshot
 
 
 class LatencyGoal(StopRule):
-    """End the run once the model latency is at most ``latency`` seconds: Trimmer's goal *g* (Borowiec et
-    al., "Trimmer: Cost-Efficient Deep Learning Auto-tuning for Cloud Datacenters", IEEE CLOUD 2022,
-    s. IV-C: "the early-stop or suspension mechanism uses achieved model latency as <= goal g").
+    """End the run once the model latency is at most ``latency`` seconds: Trimmer's goal *g* (Borowiec et al.,
+    IEEE CLOUD 2022, s. IV-C).
 
     The model latency is the latest one the driver measured (``snapshot.measured``), else the snapshot's
     estimate (the weighted sum of the tasks' best latencies). With ``measured_only`` the estimate never ends

@@ -75,9 +75,6 @@ class StoreDatabase(ms.database.PyDatabase):
     store shared by several machines would otherwise hand one machine another's schedules. Records committed
     through MetaSchedule (``commit_tuning_record``) are added as trials of ``run``; without one the database
     is read-only.
-
-    >>> db = StoreDatabase(stores.create("sqlite://"), target=target)  # doctest: +SKIP
-    >>> compile_relax(db, mod, target)                                   # doctest: +SKIP
     """
 
     def __init__(self, store: Store, *, run: int | None = None, target=None):

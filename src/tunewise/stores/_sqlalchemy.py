@@ -210,13 +210,13 @@ class _Reserve:
 class SQLAlchemyStore(Store):
     """A :class:`~tunewise.stores.Store` on the database at ``url`` (created and migrated when needed).
 
+    ``must_exist`` refuses to create a SQLite file that is not there; ``read_only`` (for commands that only
+    read; implies ``must_exist``) never writes, and refuses a database without the current schema.
+
     >>> store = SQLAlchemyStore("sqlite://")  # in memory
     >>> run = store.create_run("tiny-mlp", '{"kind": "llvm"}', "gradient", {"trials": 8})
     >>> store.get_run(run).settings
     {'trials': 8}
-
-    ``must_exist`` refuses to create a SQLite file that is not there; ``read_only`` (for commands that only
-    read; implies ``must_exist``) never writes, and refuses a database without the current schema.
     """
 
     def __init__(self, url: str, *, must_exist: bool = False, read_only: bool = False):

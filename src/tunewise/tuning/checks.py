@@ -2,21 +2,16 @@
 checked against the reference, and timed in a fresh process, as the final artifact is
 (:func:`tunewise.delivery.timing.time_side_by_side`), in turn with the model the previous check measured.
 
-Timing the previous model again in the same rounds says how fast the machine runs now against then: on a
-2-core virtual machine whose CPUs the hypervisor moves between cores that share a cache and cores that do
-not, for seconds at a time, one process times the same model up to 1.45x slower than the next
-(bench/studies/checks/findings.md "How far a whole-model check can be trusted"), while two models timed in turn move
-together. So a check reads its model's own time unless that is over :data:`SLOW_STRETCH` times the previous check's
-latency scaled by the two models' ratio in the same rounds (:func:`reading`): a check timed in a slow stretch reads what
-the model runs at when the machine is as fast as it was at the previous check, and one timed as fast reads its own time,
-so that the noise of one ratio is not carried from check to check.
+Timing the previous model again in the same rounds says how fast the machine runs now against then, since
+two models timed in turn move together while one process can run slower than the next. So a check reads its
+model's own time unless that is over :data:`SLOW_STRETCH` times the previous check's latency scaled by the two
+models' ratio in the same rounds (:func:`reading`), so that the noise of one ratio is not carried from check
+to check (evidence: bench/studies/checks/findings.md).
 
-A check costs a compile of the model and a fresh timing process: 32-33 s on ResNet-18 after 64 trials on a
-2-core machine (``bench/studies/checks/check_cost.py``, ``bench/studies/checks/results/check-cost-resnet18.json``; a
-slow, barely tuned model takes longest to time). So it is made every :data:`DEFAULT_EVERY` seconds of tuning time by
-default, which keeps checks under 10 % of tuning time, and sooner once the latency estimate reaches the run's goal: stop
-rules (:mod:`tunewise.stoppers`) then decide from what the model measures, not from the estimate, and the
-estimate shown is brought to the compiled model (:func:`tunewise.tuning.estimate.calibrated_latency`).
+A check costs a compile of the model and a fresh timing process, so it is made every :data:`DEFAULT_EVERY`
+seconds of tuning time by default, and sooner once the estimate reaches the run's goal: stop rules
+(:mod:`tunewise.stoppers`) then decide from what the model measures, and the estimate shown is brought to the
+compiled model (:func:`tunewise.tuning.estimate.calibrated_latency`).
 """
 
 from __future__ import annotations
@@ -84,20 +79,16 @@ def reading(timed: float, previous: float | None = None, to_previous: float | No
 class ModelCheck:
     """When to measure the whole model, and how (:meth:`measure`).
 
-    A check is due once ``every`` seconds of tuning time have passed since the last one (or since the run
-    started), or once a quarter of that has passed while the model-latency estimate is at or below ``goal``
-    (seconds), or as the run's time limit draws near: when the time left is under twice what a check takes, if
-    the tuning since the last check took five checks' time or more (the last check the limit leaves room for,
-    which brings the estimate shown at the end to the compiled model). With ``every`` :data:`EPOCH` a check is
-    due at the end of every epoch. It is not due when the time left under the run's limits is shorter than the
-    last check took (before any check: a tenth of ``every``, or nothing for epochs).
+    A check is due once ``every`` seconds of tuning time have passed since the last one (or the run's start), or
+    a quarter of that while the estimate is at or below ``goal`` (seconds), or as the run's time limit draws near
+    (time left under twice a check, after tuning worth five checks or more since the last); with ``every``
+    :data:`EPOCH`, at the end of every epoch. It is not due when the time left is shorter than the last check
+    took (before any check: a tenth of ``every``, or nothing for epochs).
 
     :attr:`fastest` keeps the fastest model it measured (:class:`Checked`), which the steps after tuning time
-    beside the final one: a model compiled from fewer trials can be the faster one in the model. :attr:`latest`
-    keeps the last one: where no trial followed it (:meth:`holding`), the steps after tuning take it as the
-    final model instead of compiling the same records again.
-    :attr:`build_seconds` is what the last check measured here took to compile the model with its records and
-    check its outputs (``None`` before one): what the steps after tuning take for each model they compile.
+    beside the final one; :attr:`latest` the last one, which they take as the final model where no trial followed
+    it (:meth:`holding`). :attr:`build_seconds` is what the last check took to compile the model and check its
+    outputs (``None`` before one).
     """
 
     def __init__(self, every: float | str = DEFAULT_EVERY, *, goal: float | None = None):

@@ -1,15 +1,13 @@
 """The model-latency estimate: one rule, used by the loop, the store's summaries, the reports and the replay.
 
 A compiled model runs each task's best record where it beats the task's default schedule, and the default
-elsewhere (:func:`tunewise.delivery.compile.best_records_database` applies only those records), so each call of a task
-adds :func:`task_latency` and the model takes :func:`model_latency`, the sum over its tasks weighted by how
-often each is called. Latencies in seconds; ``inf`` for a default that failed or a task never measured.
+elsewhere (:func:`tunewise.delivery.compile.best_records_database` applies only those records), so each call of
+a task adds :func:`task_latency` and the model takes :func:`model_latency`, the sum over its tasks weighted by
+how often each is called. Latencies in seconds; ``inf`` for a default that failed or a task never measured.
 
-Inside the compiled model the kernels run slower than tuning measures them (their weights come from memory,
-not the cache a back-to-back measurement keeps warm, and the glue between them runs too;
-bench/studies/estimate/findings.md "The estimate flatters"). A whole-model check (:mod:`tunewise.tuning.checks`)
-measures by
-how much: :func:`calibrated_latency` adds the gap the latest check measured to the estimate.
+Inside the compiled model the kernels run slower than tuning measures them (weights read from memory, the
+glue between them): a whole-model check (:mod:`tunewise.tuning.checks`) measures by how much, and
+:func:`calibrated_latency` adds the gap it measured to the estimate (evidence: bench/studies/estimate/findings.md).
 """
 
 from __future__ import annotations
@@ -39,10 +37,9 @@ def calibrated_latency(estimate: float, curve: Sequence[tuple[float, float]],
     measured, a gap of at least 0. ``estimate`` itself when nothing was measured, or the estimate then was not
     finite.
 
-    A gap, not a ratio: what the kernels lose inside the model to weights read from memory, and what the glue
-    between them takes, does not shrink as tuning makes the kernels faster. Predicting the compiled model at
-    the end of ten 10-minute runs from a check 2 minutes before, the gap came within 1.1x in 6 and the ratio
-    in 3; the estimate alone in none (bench/studies/estimate/findings.md "The estimate in the model")."""
+    A gap, not a ratio: what the kernels lose inside the model does not shrink as tuning makes them faster
+    (evidence: bench/studies/estimate/findings.md).
+    """
     checks = [(at, latency) for at, latency in measured if math.isfinite(latency)]
     if not checks or not curve:
         return estimate

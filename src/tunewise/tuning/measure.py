@@ -1,18 +1,16 @@
 """Building and measuring candidates: a persistent builder pool and a candidate runner.
 
-The stock ``LocalBuilder`` starts a fresh process pool for every batch and each fresh worker imports all
-tensor intrinsics (40-70 s on a 2-core VM), so every build times out. :class:`BuilderPool` borrows its workers
-(:mod:`tunewise.tuning.workers`) for the run, started once per process; they import TVM (1 s) and nothing else, and
-build with :func:`tunewise.tuning.tvm_env.build_candidate`.
-Candidates are measured one by one by a candidate runner (:mod:`tunewise.candidate_runners`; by default a
-persistent worker process on this machine), so each trial gets its own run seconds, timed by an evaluator
-(:mod:`tunewise.evaluators`: AdaTune's adaptive one by default, or MetaSchedule's fixed one) that is told the
-task's best latency so far before every candidate.
+The stock ``LocalBuilder`` starts a fresh process pool for every batch, whose workers each import all tensor
+intrinsics, slowly enough that builds time out. :class:`BuilderPool` borrows its workers
+(:mod:`tunewise.tuning.workers`) for the run, started once per process; they import TVM and nothing else, and
+build with :func:`tunewise.tuning.tvm_env.build_candidate`. Candidates are measured one by one by a candidate
+runner (:mod:`tunewise.candidate_runners`; by default a persistent worker process on this machine), so each
+trial gets its own run seconds, timed by an evaluator (:mod:`tunewise.evaluators`) that is told the task's
+best latency so far before every candidate.
 
-With ``overlap=True`` a candidate is measured as soon as it is built while the rest of the batch is still
-building. It is off by default: on a 2-core machine (``bench/studies/pipeline/overlap.py``, 32 ResNet-18 conv
-candidates) overlapping made the measured latencies a median 177 % higher than building first (noise floor between
-two non-overlapped passes: 10 %) and saved only 7 % of the batch's wall time.
+With ``overlap=True`` a candidate is measured as soon as it is built while the rest of the batch builds; it is
+off by default, since measuring beside the builds distorts the latencies (evidence:
+bench/studies/pipeline/findings.md).
 """
 
 from __future__ import annotations
@@ -40,7 +38,8 @@ _COLD_ENOUGH = 0.01  # seconds: a call at least this long is timed without a war
 def time_once(rt_mod, device, evaluator_config, repeated_args) -> list[float]:
     """A runner evaluator (runs in its worker) that times one call of the candidate: the first, cold call
     when it lasts at least 10 ms (a warm-up call would double the time the slowest default schedules take to
-    measure, seconds each, for a difference far below 1 %), else one call after TVM's untimed warm-up call."""
+    measure, for a negligible difference), else one call after TVM's untimed warm-up call.
+    """
     device.sync()
     start = time.perf_counter()
     rt_mod[rt_mod.entry_name](*repeated_args[0])

@@ -18,38 +18,17 @@ BARREN_SEARCHES = 3  # searches in a row that propose nothing new before a task'
 class TaskSearch:
     """One task's MetaSchedule search, prepared lazily on the task's first slot.
 
-    The evolutionary search's cost is proportional to its population times its generations: each generation
-    mutates every member (replaying its trace and post-processing it) and ranks the result by the cost model
-    (extracting its features), some 5 ms a member and generation on a 2-core machine, and the call returns the
-    best ``batch``. So each call evolves a population of ``POPULATION_PER_CANDIDATE`` times ``batch`` (at least
-    ``MIN_POPULATION``), MetaSchedule's own ratio (512 for 64), and ``batch`` is one slot's worth: a scheduler
-    that moves on after one slot leaves nothing searched unused, where a fixed population of 512 for 64
-    candidates costs 10-12 s of which a slot of 16 uses a quarter. MetaSchedule samples at least
-    ``init_min_unmeasured`` random members for a search's first population: ``RANDOM_MEMBERS``, at most half
-    the population, so that a small slot's search costs what its population does (bench/studies/search/findings.md, "The
-    population of a small slot's search").
-
-    Each call evolves for ``GENERATIONS`` generations rather than MetaSchedule's four: a call costs about 60 %
-    as much, and on MobileNetV2 a run made 1.3x the trials in the same time with an estimate no worse at equal
-    trials, while on ResNet-18, where building and measuring dominate a slot, the estimate at equal trials was up to
-    10 % higher (bench/studies/search/findings.md, "Two generations a search call"). More generations refine the ranking
-    by a cost model that has seen little of the task, and a task's next slot searches again with what this one measured.
-    The search strategy and the (shared) cost model are told each slot's results at once. Waiting for a larger
-    batch, as the stock loop does, would leave the cost model untrained all run long whenever tasks get few
-    trials each (600 trials over ResNet-18's 22 tasks); MetaSchedule's XGBoost model retrains only once its data
-    has grown by a fifth, so this costs little.
-
-    While the run's cost model has learnt nothing (no trial measured yet), a slot's candidates are drawn at
-    random from the design space instead (MetaSchedule's ``replay-trace``, :meth:`sample`): the evolutionary
-    search would rank its population by the untrained model, to the same effect, and its first batch takes
-    12-20 s even for a small convolution on a 2-core machine, against 0.3 s. The evolutionary search then starts
-    on the task's next slot, seeded by what was measured.
-
-    The search remembers what it proposed in this process only: in a resumed run, the records it seeds its
-    population with from the database can be proposed again, once each. So candidates whose scheduled module
-    is in ``seen`` (structural hashes, those measured by earlier sessions of the run included) are dropped
-    (``duplicates`` counts them) and the search runs again until the slot is full: a slot is short only when the
-    space is exhausted (no candidates, or ``BARREN_SEARCHES`` searches in a row with nothing new).
+    - Each call evolves a population of ``POPULATION_PER_CANDIDATE`` times ``batch`` (at least
+      ``MIN_POPULATION``; MetaSchedule's ratio) for ``GENERATIONS`` generations, with at most ``RANDOM_MEMBERS``
+      random members in a first population, and ``batch`` is one slot's worth, so a scheduler that moves on
+      leaves nothing searched unused (evidence: bench/studies/search/findings.md).
+    - The search strategy and the shared cost model are told each slot's results at once.
+    - While the run's cost model has learnt nothing, a slot's candidates are drawn at random from the design
+      space (MetaSchedule's ``replay-trace``, :meth:`sample`); the evolutionary search starts on the task's next
+      slot, seeded by what was measured.
+    - Candidates whose scheduled module is in ``seen`` (structural hashes, earlier sessions of the run included)
+      are dropped (``duplicates`` counts them) and the search runs again until the slot is full: a slot is short
+      only when the space is exhausted (no candidates, or ``BARREN_SEARCHES`` searches in a row with nothing new).
     """
 
     def __init__(self, mod, name: str, target, seed: int, num_threads: int, batch: int):

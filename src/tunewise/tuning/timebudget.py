@@ -26,8 +26,9 @@ first batch took 10-25 s for small convolutions on a busy 2-core machine."""
 
 def timing_seconds(latency: float, rounds: int = timing.ROUNDS) -> float:
     """Seconds :mod:`tunewise.delivery.timing` takes to time a model of ``latency`` seconds: a warm-up call and
-    ``rounds`` rounds of at least :data:`~tunewise.delivery.timing.ROUND_MS`, a round of shorter calls counted twice
-    that long (TVM's evaluator overshoots it by up to 1.6x after a short first try)."""
+    ``rounds`` rounds of at least :data:`~tunewise.delivery.timing.ROUND_MS`, a round of shorter calls counted
+    twice that long (TVM's evaluator can overshoot it after a short first try).
+    """
     return latency + rounds * max(latency, 2 * timing.ROUND_MS / 1e3)
 
 
@@ -54,30 +55,16 @@ def short_budget_note(budget: float, left: float, *, imported: float, extracted:
 
 def compile_estimate(build_seconds: float, untuned_latency: float | None, tuned_latency: float, *,
                      references: bool = True, rounds: int = timing.ROUNDS, checked: bool = False) -> float:
-    """Seconds the steps after tuning (:func:`tunewise.delivery.finish.finish`) take: a build of the tuned model, about
-    ``build_seconds``, and two exports as libraries (for its timing process, and as the artifact), each about
-    half a build; running the tuned model twice (warm-up and output check); a fresh process
-    (:data:`TIMING_PROCESS_SECONDS`) timing it at ``tuned_latency`` (:func:`timing_seconds`;
-    :func:`tunewise.delivery.timing.rounds_for`, ``rounds`` at most); with ``references``, another fresh process
+    """Seconds the steps after tuning (:func:`tunewise.delivery.finish.finish`) take.
+
+    Counted: a build of the tuned model (``build_seconds``) and two exports, each about half a build; running it
+    twice (warm-up and output check); a fresh process (:data:`TIMING_PROCESS_SECONDS`) timing it at
+    ``tuned_latency`` (:func:`timing_seconds`, ``rounds`` at most); with ``references``, another
     (:data:`REFERENCES_PROCESS_SECONDS`) timing PyTorch eager and onnxruntime, each counted at the tuned model's
-    latency up to a round's :data:`~tunewise.delivery.timing.ROUND_MS` (a barely tuned model's seconds a call say
-    nothing
-    of the references': ResNet-18 at 4.9 s a call after one slot, PyTorch eager at 55 ms); with ``checked``,
-    the export and timing of the fastest model a check measured, beside the tuned one. An ``untuned_latency``
-    (not ``None``: the untuned model is timed too) adds its build, its export and its timing at that latency.
-    A latency that is not finite counts as 0.
-
-    ``build_seconds`` is best measured: what a whole-model check of the run took to compile the tuned model
-    (:attr:`tunewise.tuning.checks.ModelCheck.build_seconds`), else what optimising and extracting the model took (the
-    same passes, without the tuned schedules' lowering). After 20 minutes of tuning ResNet-18 (2-core AMD
-    ``znver3``: extraction 21 s, the untuned model 5.6 s a call, one check) the steps with the untuned model took
-    112 s, as counted here; at the Winograd level (10 minutes) they took 141 s, its builds 24 s (untuned) and 33 s
-    (tuned).
-
-    >>> round(compile_estimate(21.0, 5.6, 0.033, references=False, rounds=3, checked=True))
-    112
-    >>> round(compile_estimate(21.0, None, 0.033, references=False, rounds=3, checked=True))
-    58
+    latency up to a round's :data:`~tunewise.delivery.timing.ROUND_MS`; with ``checked``, the export and timing of
+    the fastest checked model; with an ``untuned_latency``, its build, export and timing. A latency that is not
+    finite counts as 0. ``build_seconds`` is best what a whole-model check took to compile the tuned model
+    (:attr:`tunewise.tuning.checks.ModelCheck.build_seconds`), else what optimising and extracting the model took.
     """
     with_untuned = untuned_latency is not None
     untuned = untuned_latency if with_untuned and math.isfinite(untuned_latency) else 0.0
@@ -98,14 +85,11 @@ def compile_estimate(build_seconds: float, untuned_latency: float | None, tuned_
 class SlotPace:
     """The durations of a run's recent slots, and what they predict for the next one.
 
-    A slot costs a fixed part (the decision, the search, recording, the cost model's update) and a part per
-    trial (building and measuring). A slot that runs the evolutionary search (a task's search starting, or its
-    queue of candidates running short) pays seconds more than one that takes queued or sampled candidates, so
-    the fixed part is kept apart for ``searching`` slots and the others. The prediction is deliberately
-    cautious: the largest fixed part of the last ``window`` slots of the same kind, plus the mean cost per
-    trial over the last ``window`` slots. Before any searching slot has ended, one is taken to have a fixed part
-    of ``search_prior`` seconds (:data:`FIRST_SLOT_SECONDS`); before any other slot has ended, the others are
-    predicted as searching ones: so a run's first slot, of either kind, needs ``search_prior`` seconds.
+    A slot costs a fixed part (decision, search, recording, cost-model update) and a part per trial (building
+    and measuring); the fixed part is kept apart for ``searching`` slots (running the evolutionary search) and
+    the others. The prediction is cautious: the largest fixed part of the last ``window`` slots of the same kind,
+    plus the mean cost per trial over the last ``window`` slots. Before a slot of a kind has ended, it is
+    predicted as a searching one of fixed part ``search_prior`` (:data:`FIRST_SLOT_SECONDS`).
 
     >>> pace = SlotPace()
     >>> pace.record(searching=False, fixed=4.0, trials=16, measure_seconds=8.0)

@@ -1,22 +1,16 @@
-"""Importing TVM the fast way, and building one candidate without the 40-70 s tensor-intrinsic import.
+"""Importing TVM the fast way, and building one candidate without the tensor-intrinsic import.
 
-``import tvm.s_tir.tensor_intrin`` registers the tensor intrinsics of every backend (CUDA alone takes ~48 s
-on a 2-core VM), and both ``TuneContext`` and the stock builder import it. A CPU target needs at most the x86 ones. So
-before anything imports the package, :func:`prepare` registers an empty ``tvm.s_tir.tensor_intrin`` package
-object that still finds its submodules, and imports only the submodules the target kind uses. A CUDA target
-needs none up front: MetaSchedule's CUDA rules use no tensor intrinsic (only its ``cuda-tensorcore`` rules
-do), and the default GPU schedules import the CUDA ones themselves when they tensorise. For other GPU kinds it
-imports the real package, as the stock path does.
+``import tvm.s_tir.tensor_intrin`` registers the tensor intrinsics of every backend, slowly, and both
+``TuneContext`` and the stock builder import it. So before anything imports the package, :func:`prepare`
+registers an empty ``tvm.s_tir.tensor_intrin`` package object that still finds its submodules, and imports
+only those the target kind uses: the x86 ones on a CPU, none up front for CUDA (only the ``cuda-tensorcore``
+rules use them, and the default GPU schedules import them when they tensorise), the real package otherwise.
 
-TVM compiles CUDA source with NVRTC (``cuda-bindings``), reading the CUDA headers of the toolkit it finds
-(``CUDA_PATH``, or where ``nvcc`` is). :func:`use_cuda_compiler` lets it compile where there is no toolkit but
-the headers of NVIDIA's Python packages are installed (a machine without a GPU compiles for one that way),
-and with ``nvcc`` where NVRTC's bindings are missing.
-
-TVM's CPU runtime runs a kernel's parallel loops on ``TVM_NUM_THREADS`` threads, and without it on half the
-logical CPUs (it assumes two hyper-threads a core): one thread on a 2-core VM, where PyTorch uses two.
-:func:`use_target_threads` gives kernels the target's ``num-cores`` threads, in this process and in the measuring
-workers it starts afterwards.
+:func:`use_cuda_compiler` lets TVM's NVRTC compile CUDA where there is no toolkit but NVIDIA's Python packages
+hold the headers (a machine without a GPU compiles for one that way), and with ``nvcc`` where NVRTC's bindings
+are missing. TVM's CPU runtime runs parallel loops on ``TVM_NUM_THREADS`` threads, else on half the logical
+CPUs; :func:`use_target_threads` gives kernels the target's ``num-cores`` threads, in this process and in the
+measuring workers it starts afterwards.
 """
 
 from __future__ import annotations

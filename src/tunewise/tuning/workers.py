@@ -1,12 +1,11 @@
 """Worker processes for TVM's part of tuning (building and running candidates), started without PyTorch.
 
-TVM's FFI imports PyTorch whenever it is installed: 2 s of CPU and 200 MB in every process here, and nothing
+TVM's FFI imports PyTorch whenever it is installed, at a cost in CPU and memory in every process, and nothing
 a worker does needs it. :class:`WorkerPool` runs jobs in TVM's popen workers (a time limit per job, and a
 worker that runs past it or dies is replaced at its next job). Their processes are forked by this process's
-zygote (:mod:`tunewise.tuning._worker_entry`), a process that imported TVM once, cannot import PyTorch and ignores
-SIGINT (the tuning process decides when to stop, and a Ctrl-C to the process group leaves the jobs in flight
-intact): a fresh interpreter started on the first worker, or a fork of the ``tunewise`` program as it starts
-(:func:`fork_zygote`). A worker so costs a fork instead of an interpreter importing TVM.
+zygote (:mod:`tunewise.tuning._worker_entry`), a process that imported TVM once, cannot import PyTorch and
+ignores SIGINT (the tuning process decides when to stop): a fresh interpreter started on the first worker, or
+a fork of the ``tunewise`` program as it starts (:func:`fork_zygote`).
 
 A process keeps the pools it is done with (:func:`give_back`) for the next one that would start the same
 processes (:func:`borrow`): every ``tunewise.tune`` in a notebook or test process after the first finds its

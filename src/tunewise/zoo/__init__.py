@@ -3,18 +3,13 @@
 Each entry builds ``(module, example_inputs)`` from a seed, so the same name and seed always give the same
 weights and inputs. The architectures (:mod:`tunewise.zoo.architectures`) follow the published ones
 (ResNet-18, MobileNetV2, SqueezeNet 1.1, VGG-11, a BERT-style encoder) at batch 1. The blocks modern networks
-are made of, one each at the size it has in its network, make a corpus of their own (:data:`BLOCKS`):
-``mbconv`` (EfficientNet-B0's 24-channel stage at 56x56), ``c2f-sppf`` (the last stage of a YOLOv8n-style
-backbone at 640x640, and its upsampling into the neck), ``convnext-block`` (ConvNeXt-T's first stage),
-``llama-block`` (a decoder layer, 128 tokens of 256), ``swin-blocks`` (Swin-T's first stage: plain and
-shifted windows), ``stem-conv`` (224x224 to 32 channels) and ``conformer-conv`` (128 frames of 256).
-``tiny-cnn``, ``tiny-mlp`` and ``tiny-gpt`` (a causal decoder with a tied head) are small models for demos and
-tests, and ``inception-cells`` is a stack of wide parallel branches for multi-stream runtimes. The names and
-input shapes are known without importing PyTorch.
-
->>> model, inputs = get("tiny-cnn")
->>> tuple(model(*inputs).shape)
-(1, 10)
+are made of, each at the size it has in its network, make a corpus of their own (:data:`BLOCKS`): ``mbconv``
+(EfficientNet-B0's 24-channel stage at 56x56), ``c2f-sppf`` (a YOLOv8n-style backbone's last stage at 640x640
+and its upsampling), ``convnext-block`` (ConvNeXt-T's first stage), ``llama-block`` (a decoder layer, 128
+tokens of 256), ``swin-blocks`` (Swin-T's first stage), ``stem-conv`` (224x224 to 32 channels) and
+``conformer-conv`` (128 frames of 256). ``tiny-cnn``, ``tiny-mlp`` and ``tiny-gpt`` are small models for demos
+and tests, and ``inception-cells`` is a stack of wide parallel branches for multi-stream runtimes. The names
+and input shapes are known without importing PyTorch.
 """
 
 from __future__ import annotations
