@@ -11,9 +11,8 @@ bench/studies/graph_levels/findings.md). On a CPU, lowering writes ``exp``, ``si
 ``erf`` in arithmetic that vectorises, at every level (:func:`tir_rewrites`).
 
 Every function of the optimised module compiles: a step that fails on a function, or leaves in it an operator
-the VM cannot run (:func:`cannot_compile`), leaves it as before the step, with a warning on this module's
-logger. An operator that no level compiles raises :class:`~tunewise.errors.UnsupportedOperatorError` before
-anything is tuned.
+the VM cannot run (:func:`cannot_compile`), leaves it as before the step, with a warning on this module's logger;
+an operator that no level compiles raises :class:`~tunewise.errors.UnsupportedOperatorError` before tuning.
 """
 
 from __future__ import annotations
