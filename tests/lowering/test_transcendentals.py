@@ -17,7 +17,7 @@ SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-40, 2.0 ** -12
             88.72283, 88.72284, 100.0, -87.33654, -103.2, -103.98, -200.0, 3.4028235e38, -3.4028235e38]
 TRUTH = {"exp": np.exp, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "tanh": np.tanh, "log": np.log,
          "erf": scipy.special.erf}
-MAX_ULPS = {"exp": 1, "sigmoid": 2.5, "tanh": 1.5, "log": 1, "erf": 6}
+MAX_ULPS = {"exp": 1, "sigmoid": 2.5, "tanh": 1.5, "log": 1, "erf": 6.5}
 # a scalar call of libm (or of an LLVM intrinsic that becomes one) in assembly or LLVM IR
 LIBM_CALL = re.compile(r"\b(?:call\w*\s+|call [^@\n]*@)(?:llvm\.)?"
                        r"(?:exp|exp2|expm1|log|log2|log1p|tanh|sigmoid|pow|erf)(?:f|\.f32|\.v\d+f32)?\b")

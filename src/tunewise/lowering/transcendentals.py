@@ -6,7 +6,7 @@ call of a PrimFunc, on float32 and float16 (computed in float32), into range red
 ``expf``, ``logf``, ``tanhf``; Eigen's rational ``erf``) with selects for the special values.
 
 Accuracy in float32, in ulps at the true value (``tests/lowering/test_transcendentals.py``): ``exp`` and ``log``
-within 1, ``tanh`` 1.5, ``sigmoid`` 2.5, ``erf`` 6, denormal results included. NaN stays NaN; ``exp`` overflows
+within 1, ``tanh`` 1.5, ``sigmoid`` 2.5, ``erf`` 6.5, denormal results included. NaN stays NaN; ``exp`` overflows
 to inf and underflows through the denormals to 0; ``sigmoid``, ``tanh`` and ``erf`` reach their limits at
 ±inf; ``tanh(-0) = -0``; ``log(0) = -inf``, ``log(inf) = inf``, ``log`` of a negative number is NaN.
 """
