@@ -9,11 +9,16 @@ For each variant it lists the TIR functions of the final module (the one the VM 
 still hold a layout rewrite, checks the outputs against the reference, and takes every kernel call of one model
 call (the VM's instrument hook). Then, in ``--rounds`` rounds in which the variants take turns: ``--calls`` whole
 model calls, and each kernel call timed in the model's order (``in model``) and called ``--calls`` times back to
-back on the model's own tensors (``loop``). Medians over the rounds, beside each kernel's task latency in the
-estimate (its best record's, or its default where that is faster: :mod:`tunewise.estimate`)::
+back on the model's own tensors (``loop``). Per kernel call, the median over the rounds of each round's median
+(in model) or mean (loop); a model call and a replay of the kernel calls in order, the median of all timed; beside
+each kernel's task latency in the estimate (its best record's, or its default where that is faster:
+:mod:`tunewise.estimate`)::
 
-    .venv/bin/python bench/studies/compiled_gap/compiled_gap.py --store sqlite:///STORE.db --run 1
+    .venv/bin/python bench/studies/compiled_gap/compiled_gap.py --store sqlite:///STORE.db --run 1 --save DIR
+    .venv/bin/python bench/time_artifacts.py --model squeezenet1.1 DIR/* --references
 
+``--save DIR`` also writes each variant's artifact, ``DIR/split`` and ``DIR/call_tir-only``, for
+``bench/time_artifacts.py`` to time in fresh processes beside onnxruntime.
 The machine may be shared: compare the variants and columns of one invocation only.
 """
 
@@ -81,12 +86,20 @@ def final_module(model, chosen):
         return graph.compile_pipeline(model.target, model.level)(model.mod)
 
 
-def kept_rewrites(mod) -> list[str]:
-    """The TIR functions of ``mod`` that still rewrite a weight's layout at every call."""
+def kept_rewrites(mod) -> dict[str, list[int]]:
+    """The TIR functions of ``mod`` that still rewrite a weight's layout at every call, by name, each with the
+    indices of its layout-free parameters (the weights it may rewrite)."""
     import tvm
 
-    return sorted(gv.name_hint for gv, f in mod.functions.items()
-                  if isinstance(f, tvm.tirx.PrimFunc) and REWRITE in f.script())
+    return {gv.name_hint: [int(i) for i in f.attrs.get("layout_free_buffers", [])]
+            for gv, f in sorted(mod.functions.items(), key=lambda item: item[0].name_hint)
+            if isinstance(f, tvm.tirx.PrimFunc) and REWRITE in f.script()}
+
+
+def relaid_bytes(calls, kept: dict[str, list[int]]) -> int:
+    """Bytes of layout-free arguments that the kernel calls ``calls`` of functions in ``kept`` get: what a model
+    call re-lays at most."""
+    return sum(args[i].numpy().nbytes for name, _, args in calls if name in kept for i in kept[name])
 
 
 def kernel_calls(vm, arrays) -> list[tuple[str, object, list]]:
@@ -144,6 +157,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=20, help="model calls and kernel calls a round")
     parser.add_argument("--out", help="also write the results to this JSON file")
+    parser.add_argument("--save", metavar="DIR", help="also write each variant's artifact into DIR")
     args = parser.parse_args()
 
     import tvm
@@ -154,29 +168,36 @@ def main() -> None:
     latencies = task_latencies(model, chosen)
     estimate = sum(t.weight * latencies[t.name] for t in model.tasks)
 
-    arrays, compiled = {}, {}
+    arrays, compiled, relaid = {}, {}, {}
     for name in VARIANTS:
         with variant(name):
             kept = kept_rewrites(final_module(model, chosen))
             model_ = compiler.CompiledModel(compiler._build(model, chosen), model.target)
         error = compiler.verify(model_, model.inputs, model.reference_outputs)
+        if args.save:
+            model_.metadata.update(model=model.name, **compiler.io_metadata(model.inputs, model.reference_outputs))
+            model_.save(os.path.join(args.save, name.replace(" ", "-").replace("_", "-")))
         arrays[name] = [tvm.runtime.tensor(x, model_.device) for x in model.inputs]
-        compiled[name] = (model_, kernel_calls(model_.vm, arrays[name]), kept, error)
-        print(f"{name}: {len(compiled[name][1])} kernel calls, max relative error {error:.2g}, "
-              f"{len(kept)} functions keep a weight layout rewrite: {', '.join(kept) or '-'}", flush=True)
+        calls = kernel_calls(model_.vm, arrays[name])
+        compiled[name] = (model_, calls, kept, error)
+        relaid[name] = relaid_bytes(calls, kept)
+        print(f"{name}: {len(calls)} kernel calls, max relative error {error:.2g}, {len(kept)} functions keep a "
+              f"weight layout rewrite ({relaid[name] / 1e6:.2f} MB of their weights a model call): "
+              f"{', '.join(kept) or '-'}", flush=True)
 
-    whole = defaultdict(list)
+    whole, replayed = defaultdict(list), defaultdict(list)  # seconds of each model call, of each replay
     order, loop = defaultdict(lambda: defaultdict(list)), defaultdict(lambda: defaultdict(list))
     for _ in range(args.rounds):
         for name in VARIANTS:
             model_, calls, _, _ = compiled[name]
             main_func = model_.vm["main"]
             main_func(*arrays[name])
-            start = time.perf_counter()
             for _ in range(args.calls):
+                start = time.perf_counter()
                 main_func(*arrays[name])
-            whole[name].append((time.perf_counter() - start) / args.calls)
+                whole[name].append(time.perf_counter() - start)
             replays = [in_order(calls) for _ in range(args.calls)]
+            replayed[name] += [sum(seconds) for seconds in replays]
             for i, column in enumerate(zip(*replays, strict=True)):
                 order[name][i].append(statistics.median(column))
             for i, (_, func, call_args) in enumerate(calls):
@@ -190,7 +211,8 @@ def main() -> None:
         rows = [{"kernel": kernel, "task": latencies.get(kernel.removesuffix("_prepacked")),
                  "in_model": median(order[name][i]), "loop": median(loop[name][i])}
                 for i, (kernel, _, _) in enumerate(calls)]
-        result["variants"][name] = {"model_call": median(whole[name]), "kept_rewrites": kept, "max_error": error,
+        result["variants"][name] = {"model_call": median(whole[name]), "replay": median(replayed[name]),
+                                    "kept_rewrites": sorted(kept), "relaid_bytes": relaid[name], "max_error": error,
                                     "in_model": sum(r["in_model"] for r in rows), "loop": sum(r["loop"] for r in rows),
                                     "kernel_calls": rows}
 
@@ -205,6 +227,7 @@ def main() -> None:
               f"{ms(b['in_model'])} {ms(b['loop'])}")
     print(f"{'sum of kernel calls':48s} {ms(estimate)} | {ms(first['in_model'])} {ms(first['loop'])} | "
           f"{ms(second['in_model'])} {ms(second['loop'])}")
+    print(f"{'a replay of them':48s} {'':8s} | {ms(first['replay'])} {'':8s} | {ms(second['replay'])}")
     print(f"{'a model call':48s} {'':8s} | {ms(first['model_call'])} {'':8s} | {ms(second['model_call'])}")
     print(f"the estimate {1e3 * estimate:.3f} ms; a model call {first['model_call'] / estimate:.2f}x it "
           f"({VARIANTS[0]}), {second['model_call'] / estimate:.2f}x ({VARIANTS[1]}); {result['threads']} threads")
