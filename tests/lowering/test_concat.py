@@ -130,3 +130,31 @@ def test_tuned_records_of_the_slice_writers_apply(fires, host_target, measurer):
     assert {t.name for t in tuned.tasks} <= scheduled
     compiled = compiler.CompiledModel(compiler._build(model, chosen), host_target)
     assert compiler.verify(compiled, model.inputs, model.reference_outputs) < 1e-4
+
+
+def test_the_producers_written_in_place_read_their_weights_pre_packed(fires, host_target, measurer):
+    import tvm
+
+    model = tasks.extract(fires, host_target, measurer=measurer)
+    lowered = graph.lower(model.mod, host_target, model.level)
+    in_place = {call.args[0].name_hint for call in _calls(lowered, "relax.call_tir_inplace")}
+    keep = [k for k, t in enumerate(model.tasks) if t.name in in_place]
+    assert len(keep) == 2 and any("winograd" in name for name in in_place)  # each fire's second expand
+    tuned = dataclasses.replace(model, tasks=tuple(model.tasks[k] for k in keep),
+                                task_mods=tuple(model.task_mods[k] for k in keep))
+    store = stores.create("sqlite://")
+    run = store.create_run(tuned.name, str(host_target), "round-robin", {})
+    session.Session(tuned, schedulers.create_seeded("round-robin", 0),
+                    session.Budget(max_trials=4, per_task_trials=2), measurer, store, run, trials_per_slot=2).run()
+    database = stores.StoreDatabase(store, target=host_target)
+    best = [database.get_top_k(database.commit_workload(m), 1)[0] for m in tuned.task_mods]
+    assert all("meta_schedule.layout_rewrite_preproc" in str(record.trace) for record in best)
+    chosen = compiler.records_database(tuned, best)  # applied whatever their latency
+    with host_target, chosen, tvm.transform.PassContext(opt_level=3):
+        final = graph.compile_pipeline(host_target, model.level)(model.mod)
+    functions = {gv.name_hint: f for gv, f in final.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+    # the weight rewrites are split out and folded into the constants, none left to run at every call
+    assert {f"{name}_prepacked" for name in in_place} <= set(functions)
+    assert [n for n, f in functions.items() if "meta_schedule.layout_rewrite_preproc" in f.script()] == []
+    compiled = compiler.CompiledModel(compiler._build(model, chosen), host_target)
+    assert compiler.verify(compiled, model.inputs, model.reference_outputs) < 1e-4

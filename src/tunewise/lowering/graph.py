@@ -450,7 +450,13 @@ def split_layout_rewrites():
     """Relax's ``SplitLayoutRewritePreproc`` on the functions with layout-free weights alone: the weight layout
     rewrites of the scheduled ones split out into functions of their own (that :func:`compile_pipeline` folds
     into the constants). The pass stops with an internal error on a function without a compute block (an
-    external call such as ``topk``), and only a function with layout-free weights can have a rewrite."""
+    external call such as ``topk``), and only a function with layout-free weights can have a rewrite.
+
+    TVM's pass splits the callees of ``call_tir`` only; a function called in place (``call_tir_inplace``: the
+    later producers of a concatenation written in place, :mod:`tunewise.lowering.concat`) would keep its rewrite and
+    re-lay its weights at every call. So each in-place call whose in-place arguments are its last ones is written
+    as a ``call_tir`` of all its arguments for the pass (:func:`_in_place_marked`), and written back after it
+    (:func:`_in_place_restored`)."""
     import tvm
     from tvm import relax
 
@@ -458,12 +464,52 @@ def split_layout_rewrites():
     def split(mod, _ctx):
         others = {gv: f for gv, f in mod.functions.items()
                   if isinstance(f, tvm.tirx.PrimFunc) and not (f.attrs and f.attrs.get("layout_free_buffers"))}
-        done = relax.transform.SplitLayoutRewritePreproc()(
-            tvm.IRModule({gv: f for gv, f in mod.functions.items() if gv not in others}, attrs=mod.attrs))
+        done = relax.transform.SplitLayoutRewritePreproc()(_in_place_marked(
+            tvm.IRModule({gv: f for gv, f in mod.functions.items() if gv not in others}, attrs=mod.attrs)))
         done.update(tvm.IRModule(others))
-        return done
+        return _in_place_restored(done)
 
     return split
+
+
+def _in_place_marked(mod):
+    """``mod`` with each ``call_tir_inplace`` whose in-place arguments are its last ones, one an output, written as
+    the ``call_tir`` of the same function on the same arguments: a call with as many arguments as its function has
+    parameters, which no ``call_tir`` of a compiled module has (its outputs are parameters after its arguments).
+    Only for :func:`_in_place_restored` to write back: not a module to run."""
+    from tvm import relax
+
+    def mark(_builder, call):
+        if len(call.args) != 2 or not isinstance(call.args[1], relax.Tuple):  # symbolic arguments: left alone
+            return None
+        count = len(call.args[1].fields)
+        indices = [int(i) for i in call.attrs.inplace_indices]
+        if indices != list(range(count - len(indices), count)):
+            return None
+        return relax.call_tir(call.args[0], call.args[1], call.ty_args[0])
+
+    return rewriting_pass(("relax.call_tir_inplace",), mark, "InPlaceMarked")(mod)
+
+
+def _in_place_restored(mod):
+    """``mod`` with each ``call_tir`` that :func:`_in_place_marked` wrote (one with as many arguments as its TIR
+    function has parameters) written back as the ``call_tir_inplace`` of its function, its last arguments, one an
+    output, in place."""
+    import tvm
+    from tvm import relax
+
+    def restore(_builder, call):
+        callee = mod.functions.get(call.args[0]) if isinstance(call.args[0], tvm.ir.GlobalVar) else None
+        if (len(call.args) != 2 or not isinstance(callee, tvm.tirx.PrimFunc)
+                or len(callee.params) != len(call.args[1].fields)):
+            return None
+        ty = call.ty_args[0]
+        outputs = len(ty.fields) if isinstance(ty, relax.TupleType) else 1
+        count = len(call.args[1].fields)
+        return relax.call_tir_inplace(call.args[0], call.args[1], list(range(count - outputs, count)),
+                                      list(ty.fields) if isinstance(ty, relax.TupleType) else ty)
+
+    return rewriting_pass(("relax.call_tir",), restore, "InPlaceRestored")(mod)
 
 
 def _backend_passes(target) -> tuple[list, list]:
