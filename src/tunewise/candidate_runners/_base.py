@@ -17,7 +17,7 @@ class CandidateRunner(abc.ABC):
       a device key); the constructor may start worker processes or open connections.
     - :meth:`run` is called from the tuning thread, one candidate at a time, and returns when the candidate is
       timed. ``artifact`` is the path of the candidate's shared library on this machine
-      (:func:`tunewise.tuning.tvm_env.export_candidate`); the runner reads it and leaves it in place (the measurer
+      (:func:`tunewise.tuning.build.export_candidate`); the runner reads it and leaves it in place (the measurer
       deletes its folder afterwards); a remote runner uploads it. ``args_info`` is MetaSchedule's description
       of the candidate's arguments, which the runner allocates with :func:`tunewise.candidate_runners.alloc_arguments`
       (random floats, true masks, zero indices).

@@ -3,7 +3,7 @@
 The stock ``LocalBuilder`` starts a fresh process pool for every batch and each fresh worker imports all
 tensor intrinsics (40-70 s on a 2-core VM), so every build times out. :class:`BuilderPool` borrows its workers
 (:mod:`tunewise.tuning.workers`) for the run, started once per process; they import TVM (1 s) and nothing else, and
-build with :func:`tunewise.tuning.tvm_env.build_candidate`.
+build with :func:`tunewise.tuning.build.build_candidate`.
 Candidates are measured one by one by a candidate runner (:mod:`tunewise.candidate_runners`; by default a
 persistent worker process on this machine), so each trial gets its own run seconds, timed by an evaluator
 (:mod:`tunewise.evaluators`: AdaTune's adaptive one by default, or MetaSchedule's fixed one) that is told the
@@ -30,6 +30,7 @@ from tunewise.errors import message_line
 from tunewise.job import interrupts
 from tunewise.target import usable_cores
 from tunewise.tuning import tvm_env
+from tunewise.tuning.build import build_candidate, export_candidate
 
 BUILD_ERROR, RUN_ERROR, TIMEOUT = "build", "run", "timeout"
 
@@ -88,10 +89,9 @@ class Measurement:
 
 
 def _build(mod, target, scratch: str) -> tuple[str, float]:
-    from tunewise.tuning import tvm_env
 
     start = time.perf_counter()
-    path = tvm_env.export_candidate(tvm_env.build_candidate(mod, target), scratch)
+    path = export_candidate(build_candidate(mod, target), scratch)
     return path, time.perf_counter() - start
 
 
