@@ -135,7 +135,7 @@ def run_ours(model, settings: RunSettings, measurer, seconds: float, times: list
         return origin[0] + seconds + checks.spent
 
     loop = prepare.open_session(model, settings, store=store, measurer=measurer, callbacks=[phases],
-                                deadline=deadline, checker=checks)
+                                deadline=deadline, resolved=prepare.Resolved(checker=checks))
     loop.run()
     loop.check_model()
     points = store.get_model_latencies(loop.run_id)

@@ -223,7 +223,8 @@ def test_a_records_base_option_reaches_the_settings_and_a_missing_file_is_one_li
 
 
 @pytest.mark.parametrize("options,expected", [
-    (["--share", "everything"], "tunewise: error: bad --share 'everything': choose one of off, same-anchor, selective"),
+    (["--share", "everything"],
+     "tunewise: error: unknown sharing mode 'everything'; choose one of: off, same-anchor, selective"),
     (["--no-share", "--share", "selective"], "tunewise: error: --no-share is --share off: drop one of"),
 ])
 def test_a_bad_sharing_mode_is_one_line_and_exit_2(capsys, options, expected):

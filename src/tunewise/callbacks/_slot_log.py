@@ -9,7 +9,8 @@ class SlotLog(Callback):
     """Keeps ``(event, snapshot)`` for every recorded slot, in order (:attr:`slots`; :attr:`events`).
 
     >>> log = SlotLog()
-    >>> session = Session(model, scheduler, budget, measurer, store, run, callbacks=[log])  # doctest: +SKIP
+    >>> parts = SessionParts(callbacks=[log])
+    >>> session = Session(model, scheduler, budget, measurer, store, run, parts)  # doctest: +SKIP
     """
 
     def __init__(self):

@@ -107,9 +107,10 @@ def parse_options(options: Mapping | None) -> Options:
         budget["time_budget"] = parse_duration(budget["time_budget"])
     if isinstance(options.get("energy_budget"), str):
         options["energy_budget"] = parse_energy(options["energy_budget"])
-    if isinstance(options.get("check_every"), str) and options["check_every"] not in (checks.EPOCH, checks.NEVER):
+    words = (checks.EPOCH, checks.NEVER)
+    if isinstance(options.get("check_every"), str) and options["check_every"] not in words:
         options["check_every"] = parse_duration(options["check_every"], "model-check interval",
-                                                words=(checks.EPOCH, checks.NEVER))
+                                                words=words)
     settings, scheduler = workflow.with_overrides(RunSettings(), options)
     if budget:
         settings = dataclasses.replace(settings, budget=Budget(**budget) if {"max_trials", "time_budget"} & set(budget)
