@@ -21,7 +21,7 @@ from tunewise.job import logs
 from tunewise.lowering import graph
 from tunewise.settings import RunSettings
 from tunewise.target import ISA_CLASSES
-from tunewise.tuning import checks
+from tunewise.tuning import model_checks
 from tunewise.tuning.measure import MeasureConfig
 
 _VERBOSE = ("show TVM's, PyTorch's and ONNX's own output (logs, warnings) here instead of in a log file "
@@ -177,7 +177,7 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--check-every", help="tuning time between whole-model checks (compile, verify, time in a "
                       "fresh process; the estimate shown is then brought to the compiled model): 90s, 5m, 'epoch' "
                       "(after every epoch, one slot per live task) or 'never' "
-                      f"(default {checks.DEFAULT_EVERY:.0f}s)")
+                      f"(default {model_checks.DEFAULT_EVERY:.0f}s)")
     tune.add_argument("--filter", dest="candidate_filter", choices=filters.names(),
                       help="skip proposals not worth measuring: cold (Trimmer: those whose most similar measured "
                            "candidates were all far slower than the search's trend)")
@@ -308,9 +308,9 @@ def _tune_options(args) -> dict:
                "energy_budget": parse_energy(args.energy_budget) if args.energy_budget is not None else None,
                "diminishing": _number("--diminishing", args.diminishing),
                "give_up": _number("--give-up", args.give_up),
-               "check_every": (args.check_every if args.check_every in (None, checks.EPOCH, checks.NEVER)
+               "check_every": (args.check_every if args.check_every in (None, model_checks.EPOCH, model_checks.NEVER)
                                else parse_duration(args.check_every, "model-check interval",
-                                                   words=(checks.EPOCH, checks.NEVER))),
+                                                   words=(model_checks.EPOCH, model_checks.NEVER))),
                "energy_meter": args.energy_meter, "candidate_filter": args.candidate_filter, "runner": args.runner,
                "measure": MeasureConfig(enable_cpu_cache_flush=True) if args.cache_flush else None,
                **_finish_options(args)}
@@ -573,12 +573,11 @@ def _cmd_report(args) -> int:
 
 
 def _slower_than_while_tuning(since_check: dict | None) -> str:
-    """What the summary says where ``since_check`` (:attr:`tunewise.delivery.finish.Finished.since_check`) finds the
-    model
-    a check read while tuning timed in a slow stretch after tuning
-    (:func:`tunewise.tuning.checks.in_slow_stretch`):
-    the machine runs slower than it did, and so do the models timed after tuning; nothing otherwise."""
-    if since_check is None or not checks.in_slow_stretch(since_check["timed_s"], since_check["read_s"]):
+    """What the summary says where ``since_check`` (:attr:`tunewise.delivery.finish.Finished.since_check`) finds
+    the model a check read while tuning timed in a slow stretch after tuning
+    (:func:`tunewise.tuning.model_checks.in_slow_stretch`): the machine runs slower than it did, and so do the
+    models timed after tuning; nothing otherwise."""
+    if since_check is None or not model_checks.in_slow_stretch(since_check["timed_s"], since_check["read_s"]):
         return ""
     read, timed, count = since_check["read_s"], since_check["timed_s"], since_check["timings"]
     return (f"the model checked after {since_check['trials']} trials timed {timed * 1e3:.3f} ms here against "

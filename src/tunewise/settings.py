@@ -26,8 +26,8 @@ from tunewise.delivery import timing
 from tunewise.errors import InputError
 from tunewise.goals import Goal
 from tunewise.lowering import graph
-from tunewise.tuning.checks import DEFAULT_EVERY, EPOCH, NEVER
 from tunewise.tuning.measure import MeasureConfig
+from tunewise.tuning.model_checks import DEFAULT_EVERY, EPOCH, NEVER
 
 ADDED_KEYS: Mapping[str, object] = {"share": "off", "warm_start": False, "evaluator": "fixed", "cost_model": "xgb",
                                     "runner": "local", "goal": None, "energy_budget": None, "diminishing": None,

@@ -12,7 +12,7 @@ def test_the_fastest_checked_model_is_timed_beside_the_final_one_and_the_faster_
 
     from tunewise.delivery import compile as compiler
     from tunewise.delivery.finish import FinishRequest, finish
-    from tunewise.tuning.checks import Checked
+    from tunewise.tuning.model_checks import Checked
 
     compiled, max_error = compiler.compile_checked(tiny_mlp, MemoryDatabase())
     done = finish(tiny_mlp, MemoryDatabase(), str(tmp_path / "out"), FinishRequest(
@@ -36,7 +36,7 @@ def test_the_model_a_check_compiled_from_the_final_records_is_not_compiled_again
 
     from tunewise.delivery import compile as compiler
     from tunewise.delivery.finish import FinishRequest, finish
-    from tunewise.tuning.checks import Checked
+    from tunewise.tuning.model_checks import Checked
 
     compiled, max_error = compiler.compile_checked(tiny_mlp, MemoryDatabase())
     phases = []

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from tunewise import target as targets
 from tunewise.delivery import compile as compiler
 from tunewise.delivery import timing as timings
-from tunewise.tuning.checks import Checked, in_slow_stretch
+from tunewise.tuning.model_checks import Checked, in_slow_stretch
 
 RETIMES = 2
 """Timings after the first, at most, while the model a check read times in a slow stretch (:func:`steadiest`)."""
@@ -146,7 +146,7 @@ def steadiest(time_once: Callable[[], timings.SideBySide], read: int | None, rea
               sleep: Callable[[float], None] = time.sleep) -> tuple[timings.SideBySide, int]:
     """The compiled models timed by ``time_once``, and how many timings that took. Where the model at index
     ``read`` (``None``: none) is one a check read at ``reading`` seconds and times in a slow stretch of the
-    machine (:func:`tunewise.tuning.checks.in_slow_stretch`), they are timed again (``on_retime`` told
+    machine (:func:`tunewise.tuning.model_checks.in_slow_stretch`), they are timed again (``on_retime`` told
     first, with that model's time over its reading), :data:`RETIMES` times at most, each timing starting
     :data:`RETIME_SPACING` seconds after the one before at the earliest, and while another timing as long as
     the last ends by ``finish_by`` (a ``clock`` time; ``None``: no limit); of the timings, the one where that

@@ -91,7 +91,7 @@ def parse_options(options: Mapping | None) -> Options:
     from tunewise.cli import parse_duration, parse_energy
     from tunewise.job import workflow
     from tunewise.settings import RunSettings
-    from tunewise.tuning import checks
+    from tunewise.tuning import model_checks
 
     options = dict(options or {})
     limits = [f.name for f in dataclasses.fields(Budget)]
@@ -107,7 +107,7 @@ def parse_options(options: Mapping | None) -> Options:
         budget["time_budget"] = parse_duration(budget["time_budget"])
     if isinstance(options.get("energy_budget"), str):
         options["energy_budget"] = parse_energy(options["energy_budget"])
-    words = (checks.EPOCH, checks.NEVER)
+    words = (model_checks.EPOCH, model_checks.NEVER)
     if isinstance(options.get("check_every"), str) and options["check_every"] not in words:
         options["check_every"] = parse_duration(options["check_every"], "model-check interval",
                                                 words=words)

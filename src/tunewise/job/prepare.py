@@ -28,7 +28,7 @@ from tunewise.job.interrupts import raise_if_stopped
 from tunewise.lowering import tasks
 from tunewise.settings import RunSettings
 from tunewise.tuning import measure, tvm_env
-from tunewise.tuning.checks import ModelCheck
+from tunewise.tuning.model_checks import ModelCheck
 from tunewise.tuning.session import Session, SessionParts
 from tunewise.tuning.timebudget import compile_estimate
 

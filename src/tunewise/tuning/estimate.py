@@ -7,7 +7,7 @@ often each is called. Latencies in seconds; ``inf`` for a default that failed or
 
 Inside the compiled model the kernels run slower than tuning measures them (their weights come from memory,
 not the cache a back-to-back measurement keeps warm, and the glue between them runs too;
-bench/studies/estimate/findings.md "The estimate flatters"). A whole-model check (:mod:`tunewise.tuning.checks`)
+bench/studies/estimate/findings.md "The estimate flatters"). A whole-model check (:mod:`tunewise.tuning.model_checks`)
 measures by
 how much: :func:`calibrated_latency` adds the gap the latest check measured to the estimate.
 """

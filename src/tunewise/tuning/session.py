@@ -31,8 +31,8 @@ from tunewise.job import interrupts
 from tunewise.lowering import tasks
 from tunewise.stores import Checkpoint, StoredTask, StoredTrial
 from tunewise.tuning import timebudget
-from tunewise.tuning.checks import ModelCheck
 from tunewise.tuning.ledger import Ledger, Pacing, Slot, slot_size
+from tunewise.tuning.model_checks import ModelCheck
 from tunewise.tuning.search import TaskSearch, runner_result, trial_json
 from tunewise.tuning.state import Snapshot
 
@@ -51,7 +51,7 @@ class SessionParts:
     (:mod:`tunewise.callbacks`: instances or names), ``owner`` (:class:`tunewise.job.lease.Lease`'s),
     ``deadline`` (maps a snapshot to the ``time.perf_counter()`` instant tuning must end by), ``stoppers``
     (:mod:`tunewise.stoppers`), ``meter`` (:mod:`tunewise.energy`), ``checker``
-    (:class:`~tunewise.tuning.checks.ModelCheck`), ``candidate_filter`` (:mod:`tunewise.filters`) and
+    (:class:`~tunewise.tuning.model_checks.ModelCheck`), ``candidate_filter`` (:mod:`tunewise.filters`) and
     ``forecaster`` (:class:`~tunewise.forecast.Forecaster`).
     """
 
@@ -262,7 +262,7 @@ class Session:
 
     def check_model(self) -> None:
         """Measure the whole model with the best records so far, now (the session's
-        :class:`~tunewise.tuning.checks.ModelCheck`, which the session must have; between slots, :meth:`run` does
+        :class:`~tunewise.tuning.model_checks.ModelCheck`, which the session must have; between slots, :meth:`run` does
         when
         the check is due); store the point and tell the ledger and the callbacks."""
         self.callbacks.phase("compiling and timing the model with the best records so far")

@@ -68,7 +68,7 @@ def compile_estimate(build_seconds: float, untuned_latency: float | None, tuned_
     A latency that is not finite counts as 0.
 
     ``build_seconds`` is best measured: what a whole-model check of the run took to compile the tuned model
-    (:attr:`tunewise.tuning.checks.ModelCheck.build_seconds`), else what optimising and extracting the model took
+    (:attr:`tunewise.tuning.model_checks.ModelCheck.build_seconds`), else what optimising and extracting the model took
     (the
     same passes, without the tuned schedules' lowering). After 20 minutes of tuning ResNet-18 (2-core AMD
     ``znver3``: extraction 21 s, the untuned model 5.6 s a call, one check) the steps with the untuned model took

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from tunewise.tuning.checks import EPOCH, SLOW_STRETCH, Checked, ModelCheck, reading
+from tunewise.tuning.model_checks import EPOCH, SLOW_STRETCH, Checked, ModelCheck, reading
 from tunewise.tuning.state import Snapshot, TaskView
 
 
