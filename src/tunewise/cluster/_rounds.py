@@ -65,8 +65,9 @@ def tune_round(source: str, settings: dict, store_url: str, run: int | None, sec
     ledger = session.ledger
     finished = ledger.spent() or snapshot.trials == before  # a round that measured nothing ends its run too
     latency = snapshot.measured[-1][1] if snapshot.measured else snapshot.estimated_latency()
-    return RoundOutcome(session.run_id, snapshot.elapsed, snapshot.trials, snapshot.untuned_latency(), latency,
-                        finished, ledger.stopped_by)
+    return RoundOutcome(run=session.run_id, elapsed=snapshot.elapsed, trials=snapshot.trials,
+                        untuned=snapshot.untuned_latency(), latency=latency, finished=finished,
+                        stopped_by=ledger.stopped_by)
 
 
 def new_run(model: str, settings: dict, store_url: str) -> int:

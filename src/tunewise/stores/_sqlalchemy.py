@@ -251,8 +251,9 @@ class SQLAlchemyStore(Store):
 
     @staticmethod
     def _run(row) -> Run:
-        return Run(row.id, row.model, row.target, row.scheduler, json.loads(row.settings), row.status,
-                   row.created, row.updated, row.owner, row.heartbeat)
+        return Run(id=row.id, model=row.model, target=row.target, scheduler=row.scheduler,
+                   settings=json.loads(row.settings), status=row.status, created=row.created, updated=row.updated,
+                   owner=row.owner, heartbeat=row.heartbeat)
 
     def get_run(self, run: int) -> Run:
         with self._engine.connect() as conn:
