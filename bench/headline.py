@@ -26,7 +26,7 @@ for ``--minutes`` of tuning time:
 
 At each of ``--checkpoints`` (minutes of tuning time, those within the budget) and at the end, the model is
 compiled with the arm's best records so far, verified and timed in a fresh process
-(:meth:`tunewise.tuning.checks.ModelCheck.measure`, the same for both arms); the clock stops meanwhile, so neither
+(:meth:`tunewise.tuning.model_checks.ModelCheck.measure`, the same for both arms); the clock stops meanwhile, so neither
 arm's tuning time includes its checkpoints. Beside that *compiled* curve each arm has its estimate (the sum of
 the tasks' best latencies, weighted), after every batch.
 
@@ -73,7 +73,7 @@ from tunewise.lab.curves import ratio, time_to_quality
 from tunewise.lowering import tasks
 from tunewise.settings import RunSettings
 from tunewise.tuning import tvm_env
-from tunewise.tuning.checks import ModelCheck
+from tunewise.tuning.model_checks import ModelCheck
 from tunewise.tuning.session import Budget
 
 ARMS = ("stock", "tunewise")
@@ -135,7 +135,7 @@ def run_ours(model, settings: RunSettings, measurer, seconds: float, times: list
         return origin[0] + seconds + checks.spent
 
     loop = prepare.open_session(model, settings, store=store, measurer=measurer, callbacks=[phases],
-                                deadline=deadline, checker=checks)
+                                deadline=deadline, resolved=prepare.Resolved(checker=checks))
     loop.run()
     loop.check_model()
     points = store.get_model_latencies(loop.run_id)

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import subprocess
 import sys
@@ -45,7 +44,7 @@ import tempfile
 
 import provenance
 
-from tunewise import zoo
+from tunewise import infinity, zoo
 
 NETWORKS = ("efficientnet-b0", "yolo")
 BLOCK_BUDGET, NETWORK_BUDGET = "2m", "10m"
@@ -81,7 +80,7 @@ def heaviest_task(summary) -> dict:
     (``best_ms``: ``None`` where it has no measured trial)."""
     task = max(summary.tasks, key=lambda t: t.latency_share)
     return {"name": task.name, "share": task.latency_share, "weight": task.weight, "trials": task.trials,
-            "best_ms": task.best * 1e3 if math.isfinite(task.best) else None,
+            "best_ms": infinity.to_json(task.best * 1e3),
             "default_ms": task.default_latency * 1e3}
 
 

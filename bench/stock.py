@@ -8,7 +8,7 @@ from __future__ import annotations
 import tempfile
 
 from tunewise import target as targets
-from tunewise.tuning import tvm_env
+from tunewise.tuning.build import build_candidate
 
 
 def contexts(model, seed: int) -> list:
@@ -25,7 +25,7 @@ def contexts(model, seed: int) -> list:
 def builder():
     from tvm.s_tir import meta_schedule as ms
 
-    return ms.builder.LocalBuilder(f_build=tvm_env.build_candidate)
+    return ms.builder.LocalBuilder(f_build=build_candidate)
 
 
 def runner(config):

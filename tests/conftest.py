@@ -292,8 +292,8 @@ def tuned_store(tiny_mlp, measurer, tmp_path_factory):
                                    ("random", session.Budget(max_trials=6), 3)):
         run = store.create_run(tiny_mlp.name, str(tiny_mlp.target), name, {})
         sessions.append(session.Session(tiny_mlp, schedulers.create_seeded(name, 0), budget, measurer, store, run,
-                                        trials_per_slot=per_slot,
-                                        callbacks=[log] if not sessions else []))
+                                        session.SessionParts(trials_per_slot=per_slot,
+                                                             callbacks=[log] if not sessions else [])))
         sessions[-1].run()
     return store, sessions, log.slots
 

@@ -22,7 +22,8 @@ def tuned(tiny_mlp, measurer):
                                                                   max_batches=6)
     try:
         run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=8),
-                              measurer, store, run_id, trials_per_slot=4, search_batch=4, cost_model=model)
+                              measurer, store, run_id, session.SessionParts(trials_per_slot=4, search_batch=4,
+                                                                            cost_model=model))
         final = run.run()
     finally:
         measurer.evaluator = fixed

@@ -516,3 +516,20 @@ def test_streams_plans_an_exported_program_file(capsys, tmp_path):
     assert capsys.readouterr().out.strip() == runtime.plan_model(model, inputs).describe().strip()
     (tmp_path / "m.onnx").write_bytes(b"")
     assert "zoo name or a .pt2 file" in _one_line_error(capsys, ["streams", str(tmp_path / "m.onnx")])
+
+
+@pytest.mark.tvm
+def test_tune_parses_its_latency_goal_once(tmp_path, monkeypatch):
+    from tunewise.goals import Goal
+
+    parse, parsed = Goal.parse.__func__, []
+
+    def counted(cls, text):
+        parsed.append(text)
+        return parse(cls, text)
+
+    monkeypatch.setattr(Goal, "parse", classmethod(counted))
+    assert cli.main(["tune", "tiny-mlp", "--goal", "10s", "--trials", "2", "--trials-per-slot", "2",
+                     "--no-references", "--timing-rounds", "1", "-o", str(tmp_path / "out"),
+                     "--store", f"sqlite:///{tmp_path}/tunewise.db"]) == 0
+    assert parsed == ["10s"]

@@ -12,7 +12,7 @@ from tunewise.delivery import timing
 from tunewise.errors import InputError
 from tunewise.job import workflow
 from tunewise.settings import ADDED_KEYS, RunSettings
-from tunewise.tuning import checks
+from tunewise.tuning import model_checks
 from tunewise.tuning.measure import MeasureConfig
 
 
@@ -50,8 +50,8 @@ def test_an_old_form_gets_the_values_its_run_was_tuned_with():
     bare = RunSettings.from_json({k: v for k, v in old_form("/out").items() if k not in ("evaluator", "cost_model")})
     assert (bare.evaluator, bare.cost_model) == ("fixed", "xgb") and RunSettings().evaluator == "adaptive"
     # checked only with a goal or diminishing, as such runs were, not every 360 s as a new run is
-    assert settings.check_interval is None and RunSettings().check_interval == checks.DEFAULT_EVERY
-    assert dataclasses.replace(settings, diminishing=-0.25).check_interval == checks.DEFAULT_EVERY
+    assert settings.check_interval is None and RunSettings().check_interval == model_checks.DEFAULT_EVERY
+    assert dataclasses.replace(settings, diminishing=-0.25).check_interval == model_checks.DEFAULT_EVERY
     assert set(ADDED_KEYS) == {"share", "warm_start", "evaluator", "cost_model", "runner", "goal", "energy_budget",
                                "diminishing", "check_every", "energy_meter", "candidate_filter", "give_up",
                                "references", "timing_rounds", "time_untuned", "records_base", "pretrained"}
@@ -111,11 +111,11 @@ def test_bad_settings_are_refused(changes, expected):
 
 def test_whole_model_checks_every_interval_each_epoch_or_never():
     assert RunSettings(check_every=90.0).check_interval == 90.0
-    assert RunSettings(check_every=checks.EPOCH).check_interval == checks.EPOCH
-    assert RunSettings(check_every=checks.NEVER).check_interval is None
+    assert RunSettings(check_every=model_checks.EPOCH).check_interval == model_checks.EPOCH
+    assert RunSettings(check_every=model_checks.NEVER).check_interval is None
     for stop in ({"goal": "8ms"}, {"diminishing": -0.25}):
         with pytest.raises(InputError, match="stop on whole-model checks: they cannot run with model checks 'never'"):
-            RunSettings(check_every=checks.NEVER, **stop)
+            RunSettings(check_every=model_checks.NEVER, **stop)
     with pytest.raises(InputError, match="model-check interval must be a positive number, 'epoch' or 'never'"):
         RunSettings(check_every="sometimes")
 
@@ -223,7 +223,8 @@ def test_a_records_base_option_reaches_the_settings_and_a_missing_file_is_one_li
 
 
 @pytest.mark.parametrize("options,expected", [
-    (["--share", "everything"], "tunewise: error: bad --share 'everything': choose one of off, same-anchor, selective"),
+    (["--share", "everything"],
+     "tunewise: error: unknown sharing mode 'everything'; choose one of: off, same-anchor, selective"),
     (["--no-share", "--share", "selective"], "tunewise: error: --no-share is --share off: drop one of"),
 ])
 def test_a_bad_sharing_mode_is_one_line_and_exit_2(capsys, options, expected):

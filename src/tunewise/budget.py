@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from tunewise._numbers import is_positive
 from tunewise.errors import InputError
 
 
@@ -28,8 +28,7 @@ class Budget:
             raise InputError(f"budget count-failures must be true or false, got {self.count_failures!r}")
         for name in ("max_trials", "time_budget", "per_task_trials", "patience"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
-                                      or not math.isfinite(value) or value <= 0):
+            if value is not None and not is_positive(value):
                 raise InputError(f"budget {name.replace('_', '-')} must be a positive number, got {value!r}")
 
     @property

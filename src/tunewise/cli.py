@@ -21,7 +21,7 @@ from tunewise.job import logs
 from tunewise.lowering import graph
 from tunewise.settings import RunSettings
 from tunewise.target import ISA_CLASSES
-from tunewise.tuning import checks
+from tunewise.tuning import model_checks
 from tunewise.tuning.measure import MeasureConfig
 
 _VERBOSE = ("show TVM's, PyTorch's and ONNX's own output (logs, warnings) here instead of in a log file "
@@ -176,7 +176,8 @@ def _parser() -> argparse.ArgumentParser:
                            "tuning than over the check interval before (Trimmer's early stop)")
     tune.add_argument("--check-every", help="tuning time between whole-model checks (compile, verify, time in a "
                       "fresh process; the estimate shown is then brought to the compiled model): 90s, 5m, 'epoch' "
-                      f"(after every epoch, one slot per live task) or 'never' (default {checks.DEFAULT_EVERY:.0f}s)")
+                      "(after every epoch, one slot per live task) or 'never' "
+                      f"(default {model_checks.DEFAULT_EVERY:.0f}s)")
     tune.add_argument("--filter", dest="candidate_filter", choices=filters.names(),
                       help="skip proposals not worth measuring: cold (Trimmer: those whose most similar measured "
                            "candidates were all far slower than the search's trend)")
@@ -307,9 +308,9 @@ def _tune_options(args) -> dict:
                "energy_budget": parse_energy(args.energy_budget) if args.energy_budget is not None else None,
                "diminishing": _number("--diminishing", args.diminishing),
                "give_up": _number("--give-up", args.give_up),
-               "check_every": (args.check_every if args.check_every in (None, checks.EPOCH, checks.NEVER)
+               "check_every": (args.check_every if args.check_every in (None, model_checks.EPOCH, model_checks.NEVER)
                                else parse_duration(args.check_every, "model-check interval",
-                                                   words=(checks.EPOCH, checks.NEVER))),
+                                                   words=(model_checks.EPOCH, model_checks.NEVER))),
                "energy_meter": args.energy_meter, "candidate_filter": args.candidate_filter, "runner": args.runner,
                "measure": MeasureConfig(enable_cpu_cache_flush=True) if args.cache_flush else None,
                **_finish_options(args)}
@@ -329,8 +330,6 @@ def _share(args) -> str | None:
     """The sharing mode ``--share`` or ``--no-share`` gives (``None``: neither)."""
     if args.no_share and args.share not in (None, "off"):
         raise InputError(f"--no-share is --share off: drop one of --no-share and --share {args.share}")
-    if args.share is not None and args.share not in sharing.MODES:
-        raise InputError(f"bad --share {args.share!r}: choose one of {', '.join(sharing.MODES)}")
     return "off" if args.no_share else args.share
 
 
@@ -432,7 +431,7 @@ def _cmd_tune_many(args) -> int:
     settings = RunSettings(**{k: v for k, v in options.items() if v is not None},
                            **({"budget": Budget(**limits)} if limits else {}))
 
-    def told(index, plan, names, outcomes) -> None:
+    def print_round(index, plan, names, outcomes) -> None:
         waiting = [names[i] for i in plan.suspend]
         print(f"round {index}: " + "; ".join(
             f"{names[i]} {o.latency * 1e3:.3f} ms after {o.elapsed:.0f}s and {o.trials} trials"
@@ -441,7 +440,7 @@ def _cmd_tune_many(args) -> int:
 
     fleet = cluster.tune_many(args.models, cluster=args.cluster, store=args.store, policy=policy,
                               round_seconds=round_seconds, settings=settings, output=args.output,
-                              on_round=told, resume=resume)
+                              on_round=print_round, resume=resume)
     print(f"{fleet.rounds} rounds, {fleet.suspensions} suspensions, {fleet.resumptions} resumptions")
     for run, result in zip(fleet.runs, fleet.results, strict=True):
         if result is not None:
@@ -574,11 +573,11 @@ def _cmd_report(args) -> int:
 
 
 def _slower_than_while_tuning(since_check: dict | None) -> str:
-    """What the summary says where ``since_check`` (:attr:`tunewise.delivery.finish.Finished.since_check`) finds the
-    model
-    a check read while tuning timed in a slow stretch after tuning (:func:`tunewise.tuning.checks.in_slow_stretch`):
-    the machine runs slower than it did, and so do the models timed after tuning; nothing otherwise."""
-    if since_check is None or not checks.in_slow_stretch(since_check["timed_s"], since_check["read_s"]):
+    """What the summary says where ``since_check`` (:attr:`tunewise.delivery.finish.Finished.since_check`) finds
+    the model a check read while tuning timed in a slow stretch after tuning
+    (:func:`tunewise.tuning.model_checks.in_slow_stretch`): the machine runs slower than it did, and so do the
+    models timed after tuning; nothing otherwise."""
+    if since_check is None or not model_checks.in_slow_stretch(since_check["timed_s"], since_check["read_s"]):
         return ""
     read, timed, count = since_check["read_s"], since_check["timed_s"], since_check["timings"]
     return (f"the model checked after {since_check['trials']} trials timed {timed * 1e3:.3f} ms here against "

@@ -47,6 +47,9 @@ class Goal:
         raise InputError(f"bad latency goal {text!r}: expected a positive latency like 12ms, or a multiple of a "
                          "reference like 0.9x-ort or 0.8x-eager")
 
+    def __str__(self) -> str:
+        return self.text
+
     @property
     def relative(self) -> bool:
         return self.reference is not None

@@ -23,7 +23,7 @@ def test_callbacks_are_told_every_recorded_slot(tiny_mlp, measurer):
     run = store.create_run(tiny_mlp.name, str(tiny_mlp.target), "round-robin", {})
     log, phases = callbacks.SlotLog(), Phases()
     loop = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=10), measurer,
-                           store, run, trials_per_slot=3, callbacks=[log, phases])
+                           store, run, session.SessionParts(trials_per_slot=3, callbacks=[log, phases]))
     final = loop.run()
     recorded = [c for c in store.get_checkpoints(run) if c.trials > 0]
     assert [(e.slot, e.task, e.trials) for e in log.events] == [(c.slot, c.task, c.trials) for c in recorded]

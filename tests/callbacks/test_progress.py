@@ -11,6 +11,8 @@ from tunewise.callbacks import SlotEvent
 from tunewise.callbacks._progress import NAME_WIDTH, LiveProgress, forecast_text, shorten, sparkline, time_left
 from tunewise.tuning.state import Snapshot, TaskView
 
+EVENT = SlotEvent(slot=0, task=0, trials=16, failures=0, best_before=1e-3, best_after=5e-4, seconds=1.0,
+                  search_seconds=0.5, measure_seconds=0.5, decision_seconds=0.0)
 
 def snapshot(elapsed: float, trials: list[int]) -> Snapshot:
     tasks = tuple(TaskView(i, f"t{i}", 1, 1e6, 1e-3, (5e-4,), (n,), n) for i, n in enumerate(trials))
@@ -71,13 +73,13 @@ def test_printed_progress_line():
     progress = LiveProgress(Console(file=out, width=300))
     model = type("Model", (), {"tasks": (), "untuned_latency": lambda self: 2e-3, "defaults_measured": True})()
     progress.tuning_started(model, Budget(max_trials=80))
-    progress.slot_recorded(SlotEvent(0, 0, 16, 0, 1e-3, 5e-4, 1.0, 0.5, 0.5, 0.0), snapshot(40.0, [20, 10, 10]))
+    progress.slot_recorded(EVENT, snapshot(40.0, [20, 10, 10]))
     line = out.getvalue().splitlines()[-1]
     # untuned: the snapshot's three tasks at 1 ms each; the sparkline's top bar is that 3 ms
     assert "elapsed 40s | trials 40/80" in line and "1.500 ms (2.0x) ▅▁ | ~40s left" in line
     # a whole-model check at 40 s measured 1.8 ms where the estimate was 1 ms: the model runs 0.8 ms slower
     checked = dataclasses.replace(snapshot(40.0, [20, 10, 10]), measured=((40.0, 1.8e-3),))
-    progress.slot_recorded(SlotEvent(1, 0, 16, 0, 1e-3, 5e-4, 1.0, 0.5, 0.5, 0.0), checked)
+    progress.slot_recorded(dataclasses.replace(EVENT, slot=1), checked)
     line = out.getvalue().splitlines()[-1]
     assert "1.500 ms (2.0x) ▅▁, 2.300 ms in the model as last checked | ~40s left" in line
 
@@ -101,7 +103,7 @@ def test_energy_and_a_quick_start_are_shown():
     model = type("Model", (), {"tasks": (1, 2), "untuned_latency": lambda self: 2e-3, "defaults_measured": False})()
     progress.tuning_started(model, Budget(max_trials=80))
     assert "tuning 2 tasks; the heaviest by FLOPs first, then every task's default latency" in out.getvalue()
-    progress.slot_recorded(SlotEvent(0, 0, 16, 0, 1e-3, 5e-4, 1.0, 0.5, 0.5, 0.0, 0, 200.0, 1500.0, True),
+    progress.slot_recorded(dataclasses.replace(EVENT, joules=200.0, run_joules=1500.0, joules_estimated=True),
                            snapshot(40.0, [20, 10, 10]))
     assert "elapsed 40s, 1.5 kJ (est.) | trials 40/80" in out.getvalue().splitlines()[-1]
 
@@ -111,7 +113,7 @@ def test_printed_lines_do_not_wrap_off_a_terminal():
     progress = LiveProgress(Console(file=out))  # not a terminal: rich would wrap at 80 columns
     model = type("Model", (), {"tasks": (), "untuned_latency": lambda self: 2e-3, "defaults_measured": True})()
     progress.tuning_started(model, Budget(max_trials=80))
-    progress.slot_recorded(SlotEvent(0, 0, 16, 0, 1e-3, 5e-4, 1.0, 0.5, 0.5, 0.0), snapshot(40.0, [20, 10, 10]))
+    progress.slot_recorded(EVENT, snapshot(40.0, [20, 10, 10]))
     lines = out.getvalue().splitlines()
     assert len(lines) == 2 and len(lines[-1]) > 80 and lines[-1].startswith("  slot    0 t0")
 

@@ -5,7 +5,8 @@ import pytest
 from tunewise import candidate_runners, evaluators
 from tunewise.errors import InputError
 from tunewise.lowering import tasks
-from tunewise.tuning import measure, tvm_env
+from tunewise.tuning import measure
+from tunewise.tuning.build import build_candidate, export_candidate
 
 
 def test_an_unknown_runner_is_one_line():
@@ -22,7 +23,7 @@ def test_an_argument_the_runner_does_not_take_is_named():
 @pytest.mark.tvm
 def test_the_local_runner_measures_a_tiny_task(tiny_mlp, host_target):
     mod = tiny_mlp.task_mods[0]
-    artifact = tvm_env.export_candidate(tvm_env.build_candidate(mod, host_target))
+    artifact = export_candidate(build_candidate(mod, host_target))
     runner = candidate_runners.create("local", target=host_target,
                                       config=measure.MeasureConfig(number=2, min_repeat_ms=10))
     try:
@@ -66,7 +67,7 @@ def test_a_candidate_that_fails_leaves_the_next_one_a_fresh_worker(tiny_mlp, hos
     unusable); a successful one keeps it."""
     import os
 
-    artifact = tvm_env.export_candidate(tvm_env.build_candidate(tiny_mlp.task_mods[0], host_target))
+    artifact = export_candidate(build_candidate(tiny_mlp.task_mods[0], host_target))
     args_info = tasks.args_info(tiny_mlp.task_mods[0])
     runner = candidate_runners.create("local", target=host_target, config=measure.MeasureConfig())
 

@@ -17,7 +17,8 @@ from tunewise import candidate_runners, evaluators
 from tunewise.errors import InputError
 from tunewise.lowering import tasks
 from tunewise.settings import RunSettings
-from tunewise.tuning import measure, tvm_env
+from tunewise.tuning import measure
+from tunewise.tuning.build import build_candidate, export_candidate
 
 KEY = "tunewise-test"
 
@@ -72,7 +73,7 @@ def tracker(tmp_path_factory):
 def test_a_tiny_task_is_measured_on_the_device_the_tracker_hands_out(tracker, tiny_mlp, host_target):
     host, port = tracker
     mod = tiny_mlp.task_mods[0]
-    artifact = tvm_env.export_candidate(tvm_env.build_candidate(mod, host_target))
+    artifact = export_candidate(build_candidate(mod, host_target))
     runner = candidate_runners.create(f"rpc://{host}:{port}/{KEY}", target=host_target,
                                       config=measure.MeasureConfig(number=2, min_repeat_ms=10))
     try:

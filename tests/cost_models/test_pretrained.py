@@ -69,7 +69,7 @@ def _session(model, measurer, pretrained: bool, url: str = "sqlite://", **kwargs
     store = stores.create(url)
     run = store.create_run(model.name, str(model.target), "round-robin", {})
     return session.Session(model, schedulers.create("round-robin"), session.Budget(max_trials=4), measurer, store,
-                           run, trials_per_slot=2, share="off", pretrained=pretrained, **kwargs)
+                           run, session.SessionParts(trials_per_slot=2, share="off", pretrained=pretrained, **kwargs))
 
 
 def test_without_a_model_for_the_class_or_with_the_flag_off_the_model_is_cold(trained, tiny_mlp, measurer,

@@ -15,7 +15,7 @@ def _candidates(model, count: int):
 
     search = TaskSearch(model.task_mods[0], model.tasks[0].name, model.target, seed=0, num_threads=1, batch=count)
     proposed = search.sample(count, ms.database.MemoryDatabase(), cost_models.create("xgb", seed=0))
-    return search._told, [candidate for candidate, _ in proposed]
+    return search._measuring, [candidate for candidate, _ in proposed]
 
 
 def test_the_booster_is_trained_at_the_update_that_reaches_the_warm_up_and_scores_from_then_on(tiny_mlp):

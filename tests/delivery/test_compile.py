@@ -84,9 +84,9 @@ def test_build_candidate_is_a_drop_in_for_the_stock_builder(tiny_mlp):
     """LocalBuilder(f_build=build_candidate) builds for real: the fix the stock-loop benchmark relies on."""
     from tvm.s_tir import meta_schedule as ms
 
-    from tunewise.tuning import tvm_env
+    from tunewise.tuning.build import build_candidate
 
-    builder = ms.builder.LocalBuilder(f_build=tvm_env.build_candidate, max_workers=1)
+    builder = ms.builder.LocalBuilder(f_build=build_candidate, max_workers=1)
     (result,) = builder.build([ms.builder.BuilderInput(tiny_mlp.task_mods[0], tiny_mlp.target)])
     assert result.error_msg is None and result.artifact_path.endswith(".tar")
 

@@ -11,19 +11,20 @@ def test_the_fastest_checked_model_is_timed_beside_the_final_one_and_the_faster_
     from tvm.s_tir.meta_schedule.database import MemoryDatabase
 
     from tunewise.delivery import compile as compiler
-    from tunewise.delivery.finish import finish
-    from tunewise.tuning.checks import Checked
+    from tunewise.delivery.finish import FinishRequest, finish
+    from tunewise.tuning.model_checks import Checked
 
     compiled, max_error = compiler.compile_checked(tiny_mlp, MemoryDatabase())
-    done = finish(tiny_mlp, MemoryDatabase(), str(tmp_path / "out"), compare_torch=False, timing_rounds=3,
-                  checked=Checked(1.0, compiled, max_error, trials=6))
+    done = finish(tiny_mlp, MemoryDatabase(), str(tmp_path / "out"), FinishRequest(
+        references=False, timing_rounds=3, checked=Checked(1.0, compiled, max_error, trials=6)))
     with open(tmp_path / "out" / compiler.METADATA) as f:
         saved = json.load(f)
     final, checked = saved["final_records_latency_s"], saved["checked_records_latency_s"]
     assert 0 < final < 0.01 and 0 < checked < 0.01  # timed side by side, not the check's own 1 s
     assert saved["latency_s"] == done.tuned_latency == min(final, checked)
     assert saved["records"] == ("trial 6" if checked < final else "final")
-    plain = finish(tiny_mlp, MemoryDatabase(), str(tmp_path / "plain"), compare_torch=False, timing_rounds=3)
+    plain = finish(tiny_mlp, MemoryDatabase(), str(tmp_path / "plain"), FinishRequest(references=False,
+                                                                                      timing_rounds=3))
     assert plain.metadata["records"] == "final" and "checked_records_latency_s" not in plain.metadata
     assert plain.since_check is None and done.since_check == {"trials": 6, "read_s": 1.0, "timed_s": checked,
                                                              "timings": 1}
@@ -34,13 +35,13 @@ def test_the_model_a_check_compiled_from_the_final_records_is_not_compiled_again
     from tvm.s_tir.meta_schedule.database import MemoryDatabase
 
     from tunewise.delivery import compile as compiler
-    from tunewise.delivery.finish import finish
-    from tunewise.tuning.checks import Checked
+    from tunewise.delivery.finish import FinishRequest, finish
+    from tunewise.tuning.model_checks import Checked
 
     compiled, max_error = compiler.compile_checked(tiny_mlp, MemoryDatabase())
     phases = []
-    done = finish(tiny_mlp, MemoryDatabase(), str(tmp_path / "out"), compare_torch=False, timing_rounds=3,
-                  on_phase=phases.append, built=Checked(1.0, compiled, max_error, trials=6))
+    done = finish(tiny_mlp, MemoryDatabase(), str(tmp_path / "out"), FinishRequest(
+        references=False, timing_rounds=3, built=Checked(1.0, compiled, max_error, trials=6)), on_phase=phases.append)
     assert not any(phase.startswith("compiling") for phase in phases) and phases  # timed, not compiled
     assert done.metadata["records"] == "final" and 0 < done.tuned_latency < 0.01  # timed, not the check's 1 s
     # how fast the machine runs now against the check: the check's model timed here over what it read then

@@ -94,7 +94,7 @@ def test_a_session_measures_only_what_the_filter_keeps_and_stores_the_count(tiny
     run_id = store.create_run(tiny_mlp.name, str(tiny_mlp.target), "round-robin", {})
     every_other = EveryOther()
     run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=8), measurer, store,
-                          run_id, trials_per_slot=4, share="off", candidate_filter=every_other)
+                          run_id, session.SessionParts(trials_per_slot=4, share="off", candidate_filter=every_other))
     assert run.run().trials == 8
     checkpoints = store.get_checkpoints(run_id)
     # each slot asks three times at most to replace what the filter skipped (half of what it is shown)
@@ -105,5 +105,5 @@ def test_a_session_measures_only_what_the_filter_keeps_and_stores_the_count(tiny
     # resumed: the filter is told what the store holds
     again = EveryOther()
     session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=8), measurer, store,
-                    run_id, trials_per_slot=4, candidate_filter=again)
+                    run_id, session.SessionParts(trials_per_slot=4, candidate_filter=again))
     assert [m.latency for m in again.told] == [t.latency for t in store.get_trials(run_id)]

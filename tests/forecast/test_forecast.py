@@ -6,14 +6,15 @@ import numpy as np
 import pytest
 
 from tunewise.budget import Budget
-from tunewise.forecast import END_LEVELS, Forecast, Forecaster
+from tunewise.forecast import END_LEVELS, CurveFit, Forecast, Forecaster
 from tunewise.forecast import _allocation as allocation
 from tunewise.lab.replay import TraceRun
 from tunewise.lab.synthetic import synthetic
 from tunewise.schedulers import RoundRobin
 from tunewise.tuning.state import Snapshot, TaskView
 
-FAST = {"n_walkers": 8, "n_steps": 40, "burn_in": 20, "samples": 64}  # small fits: the tests' forecasts are cheap
+# small fits: the tests' forecasts are cheap
+FAST = {"fit": CurveFit(n_walkers=8, n_steps=40, burn_in=20), "samples": 64}
 
 
 @pytest.fixture(scope="module")

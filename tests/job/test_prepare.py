@@ -56,13 +56,14 @@ def test_open_session_tunes_an_extracted_model_again(tiny_mlp, measurer):
 
 
 def test_a_callers_model_check_replaces_the_settings_checks(tiny_mlp, measurer):
-    from tunewise.tuning.checks import DEFAULT_EVERY, NEVER, ModelCheck
+    from tunewise.tuning.model_checks import DEFAULT_EVERY, NEVER, ModelCheck
 
     store = stores.create("sqlite://")
     settings = RunSettings(budget=Budget(max_trials=2), check_every=60.0)
     assert prepare.open_session(tiny_mlp, settings, store=store, measurer=measurer).checker.every == 60.0
     mine = ModelCheck(5.0)
-    assert prepare.open_session(tiny_mlp, settings, store=store, measurer=measurer, checker=mine).checker is mine
+    assert prepare.open_session(tiny_mlp, settings, store=store, measurer=measurer,
+                                resolved=prepare.Resolved(checker=mine)).checker is mine
     assert prepare.open_session(tiny_mlp, RunSettings(budget=Budget(max_trials=2)), store=store,
                                 measurer=measurer).checker.every == DEFAULT_EVERY  # checks by default
     assert prepare.open_session(tiny_mlp, RunSettings(budget=Budget(max_trials=2), check_every=NEVER), store=store,

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tunewise import schedulers
+from tunewise.budget import Budget
 from tunewise.lab.oracles import Allocation, Oracle, OtherSeedsOracle, fastest_allocation
 from tunewise.lab.replay import TaskRun, Trace, TraceTask, replay, time_to_reach, time_to_within
 from tunewise.lab.synthetic import synthetic
@@ -48,8 +49,8 @@ def trace_of(*runs: tuple[list[float], list[float]], weights=None, default: floa
 def test_snapshots_follow_the_session_rules():
     trace = trace_of(([8.0, INF, 6.0, 7.0, 5.0], [1.0] * 5), ([9.0, 4.0, 3.0], [2.0] * 3), ([INF] * 4, [0.5] * 4))
     script = Script(picks=[0, 1, 0, 2, 1])
-    run = replay(trace, script, seed_index=0, trials_per_slot=2, per_task_trials=4, max_trials=9,
-                 decision_cost=0.0)
+    run = replay(trace, script, seed_index=0, trials_per_slot=2, decision_cost=0.0, budget=Budget(per_task_trials=4,
+                                                                                                  max_trials=9))
     first, *_, last = script.seen
     assert (first.elapsed, first.trials, first.slot, first.trials_per_slot) == (0.0, 0, 0, 2)
     assert (first.max_trials, first.per_task_trials, first.history) == (9, 4, ((0.0, 30.0),))
@@ -73,7 +74,8 @@ def test_snapshots_follow_the_session_rules():
 
 def test_the_last_slot_is_cut_to_the_trial_budget():
     trace = trace_of(([5.0] * 8, [1.0] * 8), ([5.0] * 8, [1.0] * 8))
-    run = replay(trace, schedulers.RoundRobin(), seed_index=0, trials_per_slot=4, max_trials=6, decision_cost=0.0)
+    run = replay(trace, schedulers.RoundRobin(), seed_index=0, trials_per_slot=4, decision_cost=0.0,
+                 budget=Budget(max_trials=6))
     assert [t.trials_history for t in run.final.tasks] == [(4,), (2,)]
     assert run.final.elapsed == 6.0
 
@@ -82,7 +84,8 @@ def test_patience_counts_trials_without_improvement_as_the_session_does():
     # Improves in slots 1 and 2 (the counter restarts at 0 even if the slot's last trials did not improve),
     # then 3 trials of each further slot count: finished after 2 flat slots with patience 6.
     trace = trace_of(([5.0, 4.0, 9.0, 3.0, 9.0, 9.0] + [9.0] * 9, [1.0] * 15))
-    run = replay(trace, schedulers.Sequential(), seed_index=0, trials_per_slot=3, patience=6, decision_cost=0.0)
+    run = replay(trace, schedulers.Sequential(), seed_index=0, trials_per_slot=3, decision_cost=0.0,
+                 budget=Budget(patience=6))
     assert run.final.tasks[0].best_history == (4.0, 3.0, 3.0, 3.0)
     assert run.final.tasks[0].finished and run.final.trials == 12
 
@@ -120,8 +123,8 @@ def test_decisions_are_timed_when_no_cost_is_given():
 
 def test_a_time_budget_is_checked_before_each_slot():
     trace = trace_of(([5.0] * 10, [1.0] * 10))
-    run = replay(trace, schedulers.Sequential(), seed_index=0, trials_per_slot=4, time_budget=5.0,
-                 decision_cost=0.0)
+    run = replay(trace, schedulers.Sequential(), seed_index=0, trials_per_slot=4, decision_cost=0.0,
+                 budget=Budget(time_budget=5.0))
     assert run.history[-1][0] == 8.0  # the second slot started at 4 s < 5 s and ran to its end
 
 
@@ -153,7 +156,7 @@ def test_dynatune_beats_the_static_schedulers_when_one_task_keeps_climbing():
 
     def time_to_goal(name: str) -> float:
         run = replay(trace, schedulers.create_seeded(name, 0), seed_index=0, decision_cost=0.0,
-                     max_trials=16 * 120)
+                     budget=Budget(max_trials=16 * 120))
         reached = time_to_within(run.history, best, 0.05)
         return math.inf if reached is None else reached
 
@@ -200,15 +203,16 @@ def test_the_oracle_scores_a_slot_by_its_reduction_per_second():
 def test_the_oracle_can_look_past_a_flat_slot():
     # Task 0 finds nothing in its first slot and a lot in its second; task 1 a little in each.
     trace = trace_of(([10.0, 10.0, 1.0, 1.0], [1.0] * 4), ([9.5, 9.5, 9.0, 9.0], [1.0] * 4))
-    greedy = replay(trace, Oracle(trace=trace, seed_index=0), seed_index=0, trials_per_slot=2, max_trials=4,
-                    decision_cost=0.0)
+    greedy = replay(trace, Oracle(trace=trace, seed_index=0), seed_index=0, trials_per_slot=2, decision_cost=0.0,
+                    budget=Budget(max_trials=4))
     ahead = replay(trace, Oracle(trace=trace, seed_index=0, lookahead=None), seed_index=0, trials_per_slot=2,
-                   max_trials=4, decision_cost=0.0)
+                   decision_cost=0.0, budget=Budget(max_trials=4))
     assert greedy.picks == (1, 1) and ahead.picks == (0, 0)
     assert ahead.history[-1][1] < greedy.history[-1][1]
     # When no next slot improves anything, the one-step oracle still turns to what pays off later.
     flat = trace_of(([10.0, 10.0, 1.0, 1.0], [1.0] * 4), ([10.0] * 4, [1.0] * 4))
-    assert replay(flat, Oracle(trace=flat, seed_index=0), seed_index=0, trials_per_slot=2, max_trials=4).picks == (0, 0)
+    assert replay(flat, Oracle(trace=flat, seed_index=0), seed_index=0, trials_per_slot=2,
+                  budget=Budget(max_trials=4)).picks == (0, 0)
 
 
 def test_the_oracle_rejects_a_bad_lookahead():

@@ -118,7 +118,8 @@ def test_tuned_records_of_the_slice_writers_apply(fires, host_target, measurer):
     store = stores.create("sqlite://")
     run = store.create_run(tuned.name, str(host_target), "round-robin", {})
     session.Session(tuned, schedulers.create_seeded("round-robin", 0),
-                    session.Budget(max_trials=8, per_task_trials=4), measurer, store, run, trials_per_slot=4).run()
+                    session.Budget(max_trials=8, per_task_trials=4), measurer, store, run,
+                    session.SessionParts(trials_per_slot=4)).run()
     database = stores.StoreDatabase(store, target=host_target)
     best = [database.get_top_k(database.commit_workload(m), 1) for m in tuned.task_mods]
     assert all(best)

@@ -71,7 +71,7 @@ def test_prepack_tunes_weight_layouts_and_folds_them_into_the_constants(tiny_cnn
     run = store.create_run(model.name, str(host_target), "flops", {})
     # a slot a task, heaviest first: the convolutions (the other tasks have no weights to lay out)
     loop = session.Session(model, schedulers.create("flops"), session.Budget(max_trials=6 * len(convolutions)),
-                           measurer, store, run, trials_per_slot=6, warm_start=False)
+                           measurer, store, run, session.SessionParts(trials_per_slot=6, warm_start=False))
     loop.run()
     assert sorted(c.task for c in store.get_checkpoints(run)) == convolutions
     # per convolution, its fastest measured schedule that reads the weights in a layout of its own (whether that
@@ -406,7 +406,7 @@ def test_winograd_convolution_tunes_with_prepacked_weights(host_target, measurer
     store = stores.create("sqlite://")
     run = store.create_run(model.name, str(host_target), "sequential", {})
     loop = session.Session(alone, schedulers.create("sequential"), session.Budget(max_trials=2), measurer, store,
-                           run, trials_per_slot=2, warm_start=False)
+                           run, session.SessionParts(trials_per_slot=2, warm_start=False))
     loop.run()
     workload = loop.database.commit_workload(model.task_mods[task])
     [best] = loop.database.get_top_k(workload, 1)

@@ -87,8 +87,9 @@ def test_a_mate_first_measures_the_transferred_schedules(twin, measurer, share):
     run = store.create_run(model.name, str(model.target), "round-robin", {})
     log = SlotLog()
     budget = session.Budget(max_trials=8 if share == "off" else 10)  # off: two slots tell it
-    loop = session.Session(model, schedulers.create("round-robin"), budget, measurer, store, run, trials_per_slot=4,
-                           share=share, callbacks=[log])
+    loop = session.Session(model, schedulers.create("round-robin"), budget, measurer, store, run,
+                           session.SessionParts(trials_per_slot=4,
+                                                share=share, callbacks=[log]))
     loop.run()
     events = log.events
     first, second = events[0], events[1]
@@ -175,8 +176,9 @@ def test_dynatune_sees_the_transferred_trials_of_a_mate(twin, measurer):
     run = store.create_run(model.name, str(model.target), "dynatune", {})
     scheduler = Watching(seed=0, n_walkers=8, n_steps=40, burn_in=20)
     log = callbacks.SlotLog()
-    loop = session.Session(model, scheduler, session.Budget(max_trials=10), measurer, store, run, trials_per_slot=4,
-                           share="same-anchor", callbacks=[log])
+    loop = session.Session(model, scheduler, session.Budget(max_trials=10), measurer, store, run,
+                           session.SessionParts(trials_per_slot=4,
+                                                share="same-anchor", callbacks=[log]))
     final = loop.run()
     events = log.events
     assert final.trials == 10 and len(store.get_trials(run)) == 10 and loop.shared == 2

@@ -45,8 +45,9 @@ def _tune(model, measurer, store, base, trials=4, warm_start=False, per_slot=2):
     run = store.create_run(model.name, str(model.target), "round-robin", {})
     log = SlotLog()
     loop = session.Session(model, schedulers.create("round-robin"), session.Budget(max_trials=trials), measurer,
-                           store, run, trials_per_slot=per_slot, callbacks=[log], warm_start=warm_start,
-                           records_base=base)
+                           store, run, session.SessionParts(trials_per_slot=per_slot, callbacks=[log],
+                                                            warm_start=warm_start,
+                                                            records_base=base))
     loop.run()
     return loop, log.events
 

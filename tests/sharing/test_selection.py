@@ -38,24 +38,24 @@ def test_a_member_is_due_when_its_representative_improves_and_is_judged_once_the
     assert members.due([_view(0), _view(1), _view(2), _view(3)]) is None  # nothing to give yet
     early = _view(0, [0.2])  # one trial of two: an early schedule, 5 MFLOP/s
     assert members.due([early, _view(1), _view(2), _view(3)]) == 1
-    members.told(_view(1, [2.0]), early, [2.0])  # slower than its default latency, but not judged yet
+    members.transfer_measured(_view(1, [2.0]), early, [2.0])  # slower than its default latency, but not judged yet
     assert not members.fallen and members.due([early, _view(1, [2.0]), _view(2), _view(3)]) == 2
     rep = _view(0, [0.2, 0.2])  # settled, still at 0.2: member 1 holds its best and is judged now
     members.searched([rep, _view(1, [2.0]), _view(2), _view(3)], 0)
     assert members.fallen == {1} and members.source(1) is None
-    members.told(_view(2, [0.24]), rep, [0.24])  # 4.2 MFLOP/s: above 0.8 of the representative's 5, kept
-    members.told(_view(3, [0.26]), rep, [0.26])  # 3.8 MFLOP/s: short of 0.8 of the group's 5
+    members.transfer_measured(_view(2, [0.24]), rep, [0.24])  # 4.2 MFLOP/s: above 0.8 of the representative's 5, kept
+    members.transfer_measured(_view(3, [0.26]), rep, [0.26])  # 3.8 MFLOP/s: short of 0.8 of the group's 5
     assert members.fallen == {1, 3} and members.source(2) == 0
     better = _view(0, [0.2, 0.2, 0.1])  # 10 MFLOP/s
     assert members.due([better, _view(1, [2.0]), _view(2, [0.24]), _view(3, [0.26])]) == 2
-    members.told(_view(2, [0.24, 0.24]), better, [math.inf])  # its new schedule failed: 4.2 against 10
+    members.transfer_measured(_view(2, [0.24, 0.24]), better, [math.inf])  # its new schedule failed: 4.2 against 10
     assert members.fallen == {1, 2, 3}
 
 
 def test_every_transfer_failing_or_a_representative_without_a_schedule_makes_members_fall_back():
     members = sharing.Members([None, 0, 0], [0.4, 0.3, 0.3], settled=2)
     rep = _view(0, [0.2, 0.2])
-    members.told(_view(1, [math.inf]), rep, [math.inf])  # every transferred schedule failed
+    members.transfer_measured(_view(1, [math.inf]), rep, [math.inf])  # every transferred schedule failed
     assert members.fallen == {1}
     empty = sharing.Members([None, 0], [0.5, 0.5], settled=2)
     empty.searched([_view(0, [math.inf]), _view(1)], 0)  # one trial: not settled
@@ -70,9 +70,9 @@ def test_the_shortfall_compares_throughputs_and_spares_members_too_small_to_repa
     members = sharing.Members([None, 0, 0, 0], sharing.flop_shares(
         [Task(f"t{k}", str(k), 1, flops, 1.0) for k, flops in enumerate([8e6, 2e6, 5e4, 0.0])]))
     rep = _view(0, [8e-3], flops=8e6, finished=True)
-    members.told(_view(1, [4e-3], flops=2e6), rep, [4e-3])  # a fifth of the model's FLOPs: searched
-    members.told(_view(2, [1e-4], flops=5e4), rep, [1e-4])  # 0.5 % of the model's FLOPs: held
-    members.told(_view(3, [1e-5], flops=0.0), rep, [1e-5])  # no FLOPs, no throughput to compare: held
+    members.transfer_measured(_view(1, [4e-3], flops=2e6), rep, [4e-3])  # a fifth of the model's FLOPs: searched
+    members.transfer_measured(_view(2, [1e-4], flops=5e4), rep, [1e-4])  # 0.5 % of the model's FLOPs: held
+    members.transfer_measured(_view(3, [1e-5], flops=0.0), rep, [1e-5])  # no FLOPs, no throughput to compare: held
     assert members.fallen == {1} and members.source(2) == members.source(3) == 0
     assert sharing.flop_shares([Task("a", "1", 3, 1e6, 1.0), Task("b", "2", 1, 1e6, 1.0)]) == [0.75, 0.25]
     assert sharing.flop_shares([Task("a", "1", 1, 0.0, 1.0)]) == [0.0]
@@ -95,8 +95,8 @@ def _tasks(n):
 
 def test_the_ledger_hands_held_members_transfer_slots_and_searches_them_only_after_a_fall_back():
     scheduler = _Order()
-    ledger = Ledger(_tasks(3), scheduler, Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0,
-                    members=sharing.Members([None, 0, 0], [1 / 3] * 3, top=2))
+    ledger = Ledger(_tasks(3), scheduler, Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0)
+    ledger.set_members(sharing.Members([None, 0, 0], [1 / 3] * 3, top=2))
     assert [t.index for t in ledger.snapshot().live] == [0] and ledger.snapshot().tasks[1].source == 0
     first = ledger.ask()
     assert (first.task, first.n, first.source) == (0, 4, None)
@@ -113,8 +113,8 @@ def test_the_ledger_hands_held_members_transfer_slots_and_searches_them_only_aft
 
 
 def test_a_member_holding_its_representatives_best_is_judged_when_the_representative_settles():
-    ledger = Ledger(_tasks(2), _Order(), Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0,
-                    members=sharing.Members([None, 0], [0.5, 0.5], settled=8))
+    ledger = Ledger(_tasks(2), _Order(), Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0)
+    ledger.set_members(sharing.Members([None, 0], [0.5, 0.5], settled=8))
     ledger.tell(ledger.ask(), [0.5, 0.4, 0.6, 0.5])
     transfer = ledger.ask()
     ledger.tell(transfer, [1.5])  # slower than its default latency (1.0), while the representative is early
@@ -124,8 +124,8 @@ def test_a_member_holding_its_representatives_best_is_judged_when_the_representa
 
 
 def test_a_resumed_ledger_takes_held_members_slots_as_transfers_without_asking_the_scheduler():
-    first = Ledger(_tasks(2), _Order(), Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0,
-                   members=sharing.Members([None, 0], [0.5, 0.5], settled=4))
+    first = Ledger(_tasks(2), _Order(), Budget(max_trials=100), trials_per_slot=4, clock=lambda: 0.0)
+    first.set_members(sharing.Members([None, 0], [0.5, 0.5], settled=4))
     told = []
     for _ in range(4):
         slot = first.ask()

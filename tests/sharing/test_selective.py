@@ -44,7 +44,8 @@ def _session(model, measurer, store, run, **kwargs):
 
     log = SlotLog()
     loop = session.Session(model, schedulers.create("round-robin"), session.Budget(max_trials=kwargs.pop("trials")),
-                           measurer, store, run, trials_per_slot=3, callbacks=[log], warm_start=False, **kwargs)
+                           measurer, store, run, session.SessionParts(trials_per_slot=3, callbacks=[log],
+                                                                      warm_start=False, **kwargs))
     return loop, log
 
 
@@ -163,7 +164,8 @@ def test_a_new_model_starts_warm_from_another_runs_records_in_a_sqlite_store(two
         run = store.create_run(model.name, str(model.target), "round-robin", {})
         log = SlotLog()
         loop = session.Session(model, schedulers.create("round-robin"), session.Budget(max_trials=3), measurer,
-                               store, run, trials_per_slot=3, callbacks=[log], warm_start=warm_start)
+                               store, run, session.SessionParts(trials_per_slot=3, callbacks=[log],
+                                                                warm_start=warm_start))
         loop.run()
         return log.events, loop
 

@@ -5,13 +5,13 @@ import pytest
 from tunewise import stoppers
 from tunewise.budget import Budget
 from tunewise.errors import InputError
-from tunewise.forecast import END_LEVELS, Forecast, Forecaster
+from tunewise.forecast import END_LEVELS, CurveFit, Forecast, Forecaster
 from tunewise.lab.replay import TraceRun
 from tunewise.lab.synthetic import synthetic
 from tunewise.schedulers import RoundRobin
 from tunewise.tuning.state import Cost, Snapshot
 
-FAST = {"n_walkers": 8, "n_steps": 40, "burn_in": 20, "samples": 64}
+FAST = {"fit": CurveFit(n_walkers=8, n_steps=40, burn_in=20), "samples": 64}
 
 
 @pytest.fixture(scope="module")

@@ -66,7 +66,7 @@ def prepacked(host_target, measurer, tmp_path_factory):
     store = stores.create(f"sqlite:///{tmp_path_factory.mktemp('prepacked')}/tunewise.db")
     run = store.create_run(model.name, str(model.target), "round-robin", {})
     session.Session(model, schedulers.create_seeded("round-robin", 0), session.Budget(max_trials=8), measurer,
-                    store, run, trials_per_slot=4).run()
+                    store, run, session.SessionParts(trials_per_slot=4)).run()
     return model, store, run
 
 

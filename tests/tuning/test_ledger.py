@@ -8,7 +8,7 @@ from tunewise import schedulers
 from tunewise.errors import InputError
 from tunewise.lab.replay import TaskRun, Trace, TraceTask, replay
 from tunewise.lab.synthetic import synthetic
-from tunewise.tuning.ledger import Budget, Ledger, Slot
+from tunewise.tuning.ledger import Budget, Ledger, Pacing, Slot
 from tunewise.tuning.state import Snapshot
 from tunewise.tuning.timebudget import SlotPace
 
@@ -72,7 +72,7 @@ def test_the_run_ends_on_its_time_budget_or_the_drivers_limit_and_when_the_sched
     book.tell(book.ask(), [1e-3])
     now[0] = 10.0
     assert book.ask() is None and len(book.scheduler.seen) == 1  # checked before the scheduler is asked
-    book = ledger([0], Budget(max_trials=100), seconds_left=lambda snapshot: 5.0 - snapshot.trials)
+    book = ledger([0], Budget(max_trials=100), pacing=Pacing(seconds_left=lambda snapshot: 5.0 - snapshot.trials))
     book.tell(book.ask(), [1e-3] * 5)
     assert book.ask() is None
     book = ledger([], Budget(max_trials=100))
@@ -83,7 +83,8 @@ def test_under_a_time_limit_a_slot_gets_only_the_trials_that_fit():
     pace = SlotPace()
     pace.record(searching=False, fixed=1.0, trials=4, measure_seconds=4.0)  # 1 s + 1 s a trial
     now = [0.0]
-    book = ledger([0, 1], Budget(time_budget=10.0), clock=lambda: now[0], pace=pace, trials_per_slot=8)
+    book = ledger([0, 1], Budget(time_budget=10.0), clock=lambda: now[0], pacing=Pacing(pace=pace),
+                  trials_per_slot=8)
     now[0] = 6.0
     assert book.ask().n == 3  # 4 s left: 1 s fixed and 3 trials
     now[0] = 8.5
@@ -191,9 +192,10 @@ def test_session_resume_and_replay_make_the_same_decisions_on_the_same_trials(tu
         picks = [c.task for c in store.get_checkpoints(tuned.run_id)]
         trace = trace_of_run(store, tuned.run_id, store.get_tasks(tuned.run_id))
         replayed = replay(trace, schedulers.create_seeded(name, 0), seed_index=0, trials_per_slot=per_slot,
-                          max_trials=budget.max_trials, per_task_trials=budget.per_task_trials, decision_cost=0.0)
+                          decision_cost=0.0, budget=Budget(max_trials=budget.max_trials,
+                                                           per_task_trials=budget.per_task_trials))
         resumed = session.Session(tiny_mlp, schedulers.create_seeded(name, 0), budget, measurer, store,
-                                  tuned.run_id, trials_per_slot=per_slot)
+                                  tuned.run_id, session.SessionParts(trials_per_slot=per_slot))
         assert list(replayed.picks) == picks
         for final in (replayed.final, resumed.snapshot()):
             assert final.trials == tuned.snapshot().trials
@@ -212,7 +214,7 @@ def test_a_run_is_spent_by_its_own_limits_as_the_budget_counts_them():
     assert book.trials == 4 and not book.spent()  # the two failures do not count against the 4 trials
     book.tell(book.ask(), [1e-3, 1e-3])
     assert book.spent()
-    timed = ledger([0, 1], Budget(time_budget=10.0), clock=lambda: 12.0, seconds_left=lambda _: 1e9)
+    timed = ledger([0, 1], Budget(time_budget=10.0), clock=lambda: 12.0, pacing=Pacing(seconds_left=lambda _: 1e9))
     assert timed.spent()
-    driven = ledger([0, 1], Budget(max_trials=100), seconds_left=lambda _: 0.0)  # a driver's limit only
+    driven = ledger([0, 1], Budget(max_trials=100), pacing=Pacing(seconds_left=lambda _: 0.0))  # a driver's limit only
     assert driven.ask() is None and not driven.spent()

@@ -81,13 +81,13 @@ def test_each_task_has_a_valid_best(tuned):
 def test_time_budget_and_patience_stop_the_run(tiny_mlp, measurer):
     store = stores.create("sqlite://")
     run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(time_budget=1e-3),
-                          measurer, store, new_run(store, tiny_mlp), trials_per_slot=3)
+                          measurer, store, new_run(store, tiny_mlp), session.SessionParts(trials_per_slot=3))
     final = run.run()
     # no room for a first slot in the time limit (a slot is never cut short): the default latencies alone
     assert final.trials == 0 and all(t.default_latency > 0 for t in final.tasks)
     run = session.Session(tiny_mlp, schedulers.create("sequential"),
                           session.Budget(max_trials=100, patience=1), measurer, store, new_run(store, tiny_mlp),
-                          trials_per_slot=4)
+                          session.SessionParts(trials_per_slot=4))
     final = run.run()
     # patience 1: a task is finished by its first slot that does not improve on its best (a microsecond kernel
     # can improve by noise a few slots running: the trial budget leaves room for that)
@@ -118,7 +118,8 @@ def test_the_cost_model_learns_from_every_slot(tiny_mlp, measurer):
 
     store = stores.create("sqlite://")
     run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=12), measurer,
-                          store, new_run(store, tiny_mlp), trials_per_slot=3, cost_model=Recording())
+                          store, new_run(store, tiny_mlp), session.SessionParts(trials_per_slot=3,
+                                                                                cost_model=Recording()))
     run.run()
     names = [t.name for t in heaviest_first(run.snapshot().tasks)]  # round-robin's order
     assert [(name, n) for name, n, _ in updates] == [(names[0], 3), (names[1], 3)] * 2
@@ -155,7 +156,7 @@ def test_the_first_trial_is_measured_soon_after_tuning_starts(tiny_mlp, measurer
 
     store = stores.create("sqlite://")
     run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=8), measurer, store,
-                          new_run(store, tiny_mlp), trials_per_slot=4, callbacks=[Timed()])
+                          new_run(store, tiny_mlp), session.SessionParts(trials_per_slot=4, callbacks=[Timed()]))
     start = time.perf_counter()
     run.run()
     (first, first_at), (second, _) = events[:2]
@@ -170,7 +171,7 @@ def test_a_task_search_evolves_a_population_sized_to_one_slot_and_leaves_nothing
     # a small population's random members are half of it, not MetaSchedule's 50
     store = stores.create("sqlite://")
     run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=16), measurer, store,
-                          new_run(store, tiny_mlp), trials_per_slot=4)
+                          new_run(store, tiny_mlp), session.SessionParts(trials_per_slot=4))
     run.run()
     assert [t.task for t in run.trials].count(0) == [t.task for t in run.trials].count(1) == 8
     for task_search in run._searches:  # the first slot sampled at random, the second searched
@@ -179,7 +180,7 @@ def test_a_task_search_evolves_a_population_sized_to_one_slot_and_leaves_nothing
         assert task_search.context.search_strategy.genetic_num_iters == search.GENERATIONS
         assert len(task_search._queue) <= task_search.duplicates  # left over only where a search ran again
     wide = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=4), measurer, store,
-                           new_run(store, tiny_mlp), trials_per_slot=4, search_batch=20)
+                           new_run(store, tiny_mlp), session.SessionParts(trials_per_slot=4, search_batch=20))
     wide._searches[0].propose(4, wide.database, wide.cost_model, 100)
     strategy = wide._searches[0].context.search_strategy
     assert strategy.population_size == 160 and strategy.init_min_unmeasured == search.RANDOM_MEMBERS == 50
@@ -202,7 +203,7 @@ def test_a_search_that_proposes_measured_candidates_searches_again_until_the_slo
     # the slot is filled from the next search, not left short
     store = stores.create("sqlite://")
     run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=4), measurer, store,
-                          new_run(store, tiny_mlp), trials_per_slot=4)
+                          new_run(store, tiny_mlp), session.SessionParts(trials_per_slot=4))
     first = run._searches[0]
     real = first.propose(4, run.database, run.cost_model, 100) + first.propose(4, run.database, run.cost_model, 100)
     candidates = [c for c, _ in real]
@@ -239,7 +240,7 @@ def test_a_new_run_tunes_the_heaviest_task_by_flops_before_measuring_default_lat
     store = stores.create("sqlite://")
     run_id = new_run(store, tiny_mlp)
     run = session.Session(unmeasured, schedulers.create("round-robin"), session.Budget(max_trials=8), measurer,
-                          store, run_id, trials_per_slot=4, callbacks=[Phases()])
+                          store, run_id, session.SessionParts(trials_per_slot=4, callbacks=[Phases()]))
     assert store.get_tasks(run_id) == []  # added once their default latencies are known
     final = run.run()
     assert phases[:4] == [(0, heaviest, p, False) for p in ("search", "build", "measure", "default latencies")]
@@ -250,7 +251,7 @@ def test_a_new_run_tunes_the_heaviest_task_by_flops_before_measuring_default_lat
     assert run.history[0] == (0.0, final.untuned_latency()) and final.untuned_latency() < math.inf
     # resumed from the store, with the model as extracted again: the stored defaults and the same slots
     again = session.Session(unmeasured, schedulers.create("round-robin"), session.Budget(max_trials=8), measurer,
-                            store, run_id, trials_per_slot=4)
+                            store, run_id, session.SessionParts(trials_per_slot=4))
     assert [t.default_latency for t in again.model.tasks] == defaults
     assert again.snapshot().trials == 8 and again.ledger.ask() is None
 
@@ -276,12 +277,12 @@ def test_a_ctrl_c_during_the_opening_slot_records_it_before_stopping(tiny_mlp, m
     store = stores.create("sqlite://")
     run_id = new_run(store, tiny_mlp)
     run = session.Session(unmeasured, schedulers.create("round-robin"), session.Budget(max_trials=8), measurer,
-                          store, run_id, trials_per_slot=4, callbacks=[CtrlC()])
+                          store, run_id, session.SessionParts(trials_per_slot=4, callbacks=[CtrlC()]))
     with interrupts.handled(), pytest.raises(interrupts.Interrupted, match="^SIGINT$"):
         run.run()
     assert store.get_run(run_id).status == stores.INTERRUPTED
     assert len(store.get_trials(run_id)) == 4 and [c.trials for c in store.get_checkpoints(run_id)] == [4]
     again = session.Session(unmeasured, schedulers.create("round-robin"), session.Budget(max_trials=8), measurer,
-                            store, run_id, trials_per_slot=4)
+                            store, run_id, session.SessionParts(trials_per_slot=4))
     assert again.snapshot().trials == 4 and again.model.defaults_measured
     assert again.run().trials == 8

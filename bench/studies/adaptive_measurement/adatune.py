@@ -42,7 +42,7 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 
-from tunewise import callbacks, stores
+from tunewise import callbacks, infinity, stores
 from tunewise import target as targets
 from tunewise.job import prepare
 from tunewise.lowering import tasks
@@ -262,7 +262,7 @@ def _finite(value):
         return {k: _finite(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_finite(v) for v in value]
-    return None if isinstance(value, float) and not math.isfinite(value) else value
+    return infinity.to_json(value) if isinstance(value, float) else value
 
 
 if __name__ == "__main__":

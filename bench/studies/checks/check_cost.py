@@ -1,4 +1,4 @@
-"""Benchmark: what a whole-model check costs (:mod:`tunewise.tuning.checks`), to choose how often a run checks.
+"""Benchmark: what a whole-model check costs (:mod:`tunewise.tuning.model_checks`), to choose how often a run checks.
 
 ::
 
@@ -29,7 +29,7 @@ import provenance
 from tunewise import stores
 from tunewise.job import prepare
 from tunewise.settings import RunSettings
-from tunewise.tuning.checks import ModelCheck
+from tunewise.tuning.model_checks import ModelCheck
 from tunewise.tuning.session import Budget
 
 

@@ -10,7 +10,8 @@ check before it.
 A finished run with two checks or more is cut at its last two (check_noise.py's cuts): the model each would
 have compiled. Then ``--repeats`` times, a few seconds apart: the earlier cut's model timed alone in a fresh
 process, as its check timed it, and the last cut's model timed in turn with it, as a check does
-(:meth:`tunewise.tuning.checks.ModelCheck.measure`). The last model's *latency* is the median of its times over the
+(:meth:`tunewise.tuning.model_checks.ModelCheck.measure`). The last model's *latency* is the median of its times over
+the
 repeats: what it runs at on this machine, the seconds when it runs slow included. A check is within 1.1x when
 its reading is within 1.1x of that, read three ways, over every pairing of the last check's repeat ``i`` with
 the earlier check's repeat ``j != i`` (the two checks of a run come minutes apart, in unrelated states of the
@@ -19,7 +20,8 @@ machine):
 - ``alone``: the last model's own time in repeat ``i``, what a check timed alone reads;
 - ``in_turn``: the lesser of that and the earlier model's time in repeat ``j`` times the ratio of the two in
   the same rounds of repeat ``i``;
-- ``reading``: what a check reads (:func:`tunewise.tuning.checks.reading`) from the same three times: its own time,
+- ``reading``: what a check reads (:func:`tunewise.tuning.model_checks.reading`) from the same three times: its own
+time,
   unless that is over 1.1x the earlier model's scaled by the ratio.
 
 It also reads the ``in_turn`` way with the latency the run's own earlier check stored, and, as ``run_read``,
@@ -43,7 +45,7 @@ from check_noise import compile_cut
 from stored_run import open_run
 
 from tunewise.delivery import timing
-from tunewise.tuning.checks import reading as check_reading
+from tunewise.tuning.model_checks import reading as check_reading
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
 """Whole-model checks replayed on a finished run: how far a check's latency moves when the same records are
 timed again, against how far it moves as the run's records improve.
 
-A whole-model check (:mod:`tunewise.tuning.checks`) compiles the model with the run's best records so far and times it
+A whole-model check (:mod:`tunewise.tuning.model_checks`) compiles the model with the run's best records so far and
+times it
 in one fresh process. This takes a finished run from a store, and for each cut (every ``--every`` seconds of its
 tuning time, and its end) compiles the model as a check at that moment would have: with the trials measured
 up to the cut, each task's best record applied if it beats the task's default latency, as the run measured

@@ -9,7 +9,8 @@
 
 For each run (run 1 of each store, beside the ``bench/studies/checks/taking_turns.py`` file that timed its artifact):
 each check's own median time, its ratio to the previous check's model in the same rounds and the latency it read
-(:func:`tunewise.tuning.checks.reading`), as the store holds them; beside them, what the lesser of its own time and
+(:func:`tunewise.tuning.model_checks.reading`), as the store holds them; beside them, what the lesser of its own time
+and
 the previous reading scaled by the ratio would have read, check after check. The *final estimate* is the
 estimate the run showed at its end (:func:`tunewise.tuning.estimate.calibrated_latency`, by either rule), set
 against the artifact's time as the run timed it after tuning, and in turn with onnxruntime: the median over

@@ -5,7 +5,7 @@
     .venv/bin/python bench/studies/cluster/cluster.py --store postgresql+psycopg://postgres@127.0.0.1:5432/tunewise_bench
 
 The arms run in turn, the fleet first. Both give every model the same budget (``--trials``), the same
-settings and a whole-model check (:mod:`tunewise.tuning.checks`) every ``--check-every`` seconds of its tuning:
+settings and a whole-model check (:mod:`tunewise.tuning.model_checks`) every ``--check-every`` seconds of its tuning:
 
 - ``sequential``: :func:`tunewise.tune` on each model in turn, on the whole machine, each in its own SQLite
   store;

@@ -6,7 +6,8 @@
 
 Per model, one import, one extraction and one measurement of the default latencies; then, per seed, four
 arms tune from an empty store, side by side in this invocation, all with the adaptive evaluator, each for
-``--minutes`` of tuning time with a whole-model check (:mod:`tunewise.tuning.checks`: compiled, verified, timed in a
+``--minutes`` of tuning time with a whole-model check (:mod:`tunewise.tuning.model_checks`: compiled, verified, timed
+in a
 fresh process) every ``--check-every`` seconds and once more at the end:
 
 - ``gradient`` and ``dynatune`` (our schedulers),

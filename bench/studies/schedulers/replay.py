@@ -44,7 +44,8 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 
-from tunewise import schedulers
+from tunewise import infinity, schedulers
+from tunewise.budget import Budget
 from tunewise.lab import oracles
 from tunewise.lab import replay as rp
 
@@ -84,7 +85,7 @@ def run_all(trace: rp.Trace, names: list[str], args) -> dict:
         runs[name] = []
         for seed in range(trace.seeds):
             run = rp.replay(trace, build(name, trace, seed), seed_index=seed, trials_per_slot=args.trials_per_slot,
-                            max_trials=args.trials, per_task_trials=per_task, patience=args.patience)
+                            budget=Budget(max_trials=args.trials, per_task_trials=per_task, patience=args.patience))
             best = trace.best_reachable(seed)
             runs[name].append({"seed": seed, "curve": [list(p) for p in run.history], "slots": len(run.picks),
                                "trials": run.final.trials, "decision_seconds": sum(run.decision_times),
@@ -111,7 +112,7 @@ def bounds(trace: rp.Trace, args) -> list[dict]:
 def spread(values: list[float | None]) -> dict:
     """Median, min and max, counting "never" (``None``) as infinitely late, and reported as ``None``."""
     xs = sorted(math.inf if v is None else v for v in values)
-    return {k: v if math.isfinite(v) else None
+    return {k: infinity.to_json(v)
             for k, v in (("median", statistics.median(xs)), ("min", xs[0]), ("max", xs[-1]))}
 
 

@@ -32,6 +32,7 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 import provenance
 
 from tunewise import schedulers
+from tunewise.budget import Budget
 from tunewise.lab import replay as rp
 
 TRACES = ["bench/traces/resnet18.json.gz", "bench/traces/mobilenetv2.json.gz", "bench/traces/transformer.json.gz"]
@@ -51,7 +52,8 @@ def run_trace(trace: rp.Trace, names: list[str], budgets: tuple[float, ...], tri
         seeds = []
         for seed in range(trace.seeds):
             run = rp.replay(trace, schedulers.create_seeded(name, seed), seed_index=seed,
-                            trials_per_slot=trials_per_slot, time_budget=max(budgets), per_task_trials=per_task)
+                            trials_per_slot=trials_per_slot, budget=Budget(time_budget=max(budgets),
+                                                                           per_task_trials=per_task))
             best = trace.best_reachable(seed)
             seeds.append({"seed": seed, "first_picks": list(run.picks[:5]),
                           **{f"{b:.0f}s": estimate_at(run.history, b) / best for b in budgets}})

@@ -1,7 +1,7 @@
 """Benchmark: where the seconds of building one candidate go, pass by pass.
 
 Takes a finished run from a store and builds each task's best record again as the tuning builder does
-(:func:`tunewise.tuning.tvm_env.build_candidate`), timed whole and under TVM's pass-timing instrument, then exports it
+(:func:`tunewise.tuning.build.build_candidate`), timed whole and under TVM's pass-timing instrument, then exports it
 as the runner loads it. For each task: the build's seconds, the export's, and the passes that took the most::
 
     .venv/bin/python bench/studies/winograd/build_profile.py --store sqlite:///STORE.db --run 1 \\
@@ -28,6 +28,7 @@ import provenance
 from tunewise import stores
 from tunewise import target as targets
 from tunewise.tuning import tvm_env
+from tunewise.tuning.build import build_candidate, export_candidate
 
 
 def pass_seconds(rendered: str) -> dict[str, float]:
@@ -47,14 +48,14 @@ def profile(mod, target, top: int) -> dict:
     from tvm.ir.instrument import PassTimingInstrument
 
     started = time.perf_counter()
-    built = tvm_env.build_candidate(mod, target)
+    built = build_candidate(mod, target)
     build = time.perf_counter() - started
     started = time.perf_counter()
-    tvm_env.export_candidate(built)
+    export_candidate(built)
     export = time.perf_counter() - started
     timing = PassTimingInstrument()
     with tvm.transform.PassContext(instruments=[timing]):
-        tvm_env.build_candidate(mod, target)
+        build_candidate(mod, target)
         spent = pass_seconds(timing.render())
     slowest = dict(sorted(spent.items(), key=lambda item: -item[1])[:top])
     return {"build_s": round(build, 3), "export_s": round(export, 3), "passes_s": round(sum(spent.values()), 3),

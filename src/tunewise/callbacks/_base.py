@@ -10,7 +10,7 @@ class Callback:
 
     - :meth:`slot_recorded` is called once for every slot that measured trials, after the slot's trials and
       checkpoint are committed to the store, in slot order; :meth:`slot_phase` when the slot in flight enters
-      a phase; :meth:`model_measured` after each whole-model check (:mod:`tunewise.tuning.checks`) is stored. They
+      a phase; :meth:`model_measured` after each whole-model check (:mod:`tunewise.tuning.model_checks`) is stored. They
       come from :class:`~tunewise.tuning.session.Session` (``callbacks=[...]``).
     - :meth:`phase`, :meth:`tuning_started` and :meth:`tuning_finished` come from the job around the session:
       :func:`tunewise.tune` and :func:`tunewise.resume` send all three, :func:`tunewise.job.prepare.prepare_run`

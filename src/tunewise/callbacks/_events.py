@@ -1,11 +1,11 @@
-"""What the loop tells the callbacks about each slot."""
+"""What a session tells the callbacks about each slot."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SlotEvent:
     """What one slot did, sent to the callbacks after it is recorded."""
 

@@ -16,13 +16,10 @@ from rich.table import Table
 from rich.text import Text
 
 from tunewise.callbacks._base import Callback
+from tunewise.report._text import ms
 
 _BARS = "▁▂▃▄▅▆▇█"
 NAME_WIDTH = 48
-
-
-def _ms(seconds: float) -> str:
-    return "-" if not math.isfinite(seconds) else f"{seconds * 1e3:.3f}"
 
 
 def sparkline(values, width: int = 24, top: float | None = None) -> str:
@@ -97,7 +94,7 @@ class LiveProgress(Callback):
 
     def tuning_started(self, model, budget) -> None:
         self._budget = budget
-        self.phase(f"tuning {len(model.tasks)} tasks; " + (f"untuned estimate {_ms(model.untuned_latency())} ms"
+        self.phase(f"tuning {len(model.tasks)} tasks; " + (f"untuned estimate {ms(model.untuned_latency())} ms"
                    if model.defaults_measured else "the heaviest by FLOPs first, then every task's default latency"))
         if self.console.is_terminal:
             self._live = Live(console=self.console, get_renderable=self._render, refresh_per_second=2,
@@ -110,19 +107,19 @@ class LiveProgress(Callback):
         untuned, now = snapshot.untuned_latency(), snapshot.estimated_latency()
         speedup = f" ({untuned / now:.1f}x)" if now > 0 and math.isfinite(untuned) else ""
         in_model = snapshot.calibrated_latency()
-        checked = f", {_ms(in_model)} ms in the model as last checked" if in_model != now else ""
+        checked = f", {ms(in_model)} ms in the model as last checked" if in_model != now else ""
         left = time_left(snapshot, b)
         eta = f" | ~{_duration(left)} left" if left is not None else ""
         trend = sparkline([latency for _, latency in snapshot.history], top=untuned)
         return (f"elapsed {_duration(snapshot.elapsed)}{self._energy} | trials {trials} | model latency estimate "
-                f"{_ms(now)} ms{speedup} {trend}{checked}{eta}{forecast_text(snapshot.forecast)}")
+                f"{ms(now)} ms{speedup} {trend}{checked}{eta}{forecast_text(snapshot.forecast)}")
 
     def _table(self, snapshot) -> Table:
         table = Table(expand=False, pad_edge=False)
         for column in ("task", "weight", "default ms", "best ms", "GFLOPS", "trials", "failed", ""):
             table.add_column(column, justify="left" if column == "task" else "right", no_wrap=True)
         for t in snapshot.tasks:
-            table.add_row(shorten(t.name), str(t.weight), _ms(t.default_latency), _ms(t.best), f"{t.gflops:.1f}",
+            table.add_row(shorten(t.name), str(t.weight), ms(t.default_latency), ms(t.best), f"{t.gflops:.1f}",
                           str(t.trials), str(t.failures), "done" if t.finished else "")
         return table
 
@@ -153,14 +150,14 @@ class LiveProgress(Callback):
             task = snapshot.tasks[event.task]
             skipped = f" ({event.skipped} skipped)" if event.skipped else ""
             self.console.print(f"  slot {event.slot:4d} {shorten(task.name):{NAME_WIDTH}s} +{event.trials:3d} trials"
-                               f"{skipped} best {_ms(task.best)} ms | {self._header(snapshot)}", soft_wrap=True,
+                               f"{skipped} best {ms(task.best)} ms | {self._header(snapshot)}", soft_wrap=True,
                                markup=False, highlight=False)
 
     def model_measured(self, point, snapshot) -> None:
         self._snapshot, self._at = snapshot, time.perf_counter()
-        result = (f"{_ms(point.latency)} ms" if math.isfinite(point.latency) else f"failed ({point.message})")
+        result = (f"{ms(point.latency)} ms" if math.isfinite(point.latency) else f"failed ({point.message})")
         if point.in_slow_stretch:
-            result += (f", from the previous check's model timed beside it: {_ms(point.timed)} ms itself, "
+            result += (f", from the previous check's model timed beside it: {ms(point.timed)} ms itself, "
                        "in a slow stretch of the machine")
         self.phase(f"model latency measured at {_duration(point.elapsed)} of tuning: {result} "
                    f"(the check took {point.seconds:.0f}s)")

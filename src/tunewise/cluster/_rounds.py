@@ -58,15 +58,16 @@ def tune_round(source: str, settings: dict, store_url: str, run: int | None, sec
                 first, start = snapshot.slot, time.perf_counter()
             return math.inf if snapshot.slot == first else start + seconds
 
-        loop = prepare.open_session(model, settings, store=store, measurer=measurer, run=run, lease=lease,
-                                    deadline=deadline, goal=goal)
-        before = loop.ledger.trials
-        snapshot = loop.run()
-    ledger = loop.ledger
+        session = prepare.open_session(model, settings, store=store, measurer=measurer, run=run, lease=lease,
+                                       deadline=deadline, resolved=prepare.Resolved(goal=goal))
+        before = session.ledger.trials
+        snapshot = session.run()
+    ledger = session.ledger
     finished = ledger.spent() or snapshot.trials == before  # a round that measured nothing ends its run too
     latency = snapshot.measured[-1][1] if snapshot.measured else snapshot.estimated_latency()
-    return RoundOutcome(loop.run_id, snapshot.elapsed, snapshot.trials, snapshot.untuned_latency(), latency,
-                        finished, ledger.stopped_by)
+    return RoundOutcome(run=session.run_id, elapsed=snapshot.elapsed, trials=snapshot.trials,
+                        untuned=snapshot.untuned_latency(), latency=latency, finished=finished,
+                        stopped_by=ledger.stopped_by)
 
 
 def new_run(model: str, settings: dict, store_url: str) -> int:

@@ -12,7 +12,6 @@ operator (it happens on tiny operators) is left out, so tuning never makes the m
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import statistics
@@ -188,8 +187,6 @@ class CompiledModel:
 
 
 def _jsonable(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
     if isinstance(value, (np.floating, np.integer)):
         return value.item()
     return str(value)

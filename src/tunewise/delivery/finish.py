@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tunewise import target as targets
 from tunewise.delivery import compile as compiler
 from tunewise.delivery import timing as timings
-from tunewise.tuning.checks import Checked, in_slow_stretch
+from tunewise.tuning.model_checks import Checked, in_slow_stretch
 
 RETIMES = 2
 """Timings after the first, at most, while the model a check read times in a slow stretch (:func:`steadiest`)."""
@@ -21,7 +21,32 @@ RETIME_SPACING = 20.0
 """Seconds from the start of a timing to the start of the next, at least (:func:`steadiest`)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class FinishRequest:
+    """What :func:`finish` is asked for beside the model, its records and the artifact's folder.
+
+    ``references`` times the references of ``source`` beside the tuned model (``example_inputs`` for a module;
+    ``seed``: a zoo model's weights), in ``timing_rounds`` rounds at most; ``time_untuned`` compiles the untuned
+    model too and times it in turn (off by default: its build and slow calls take time a time budget would give
+    to tuning). ``metadata`` go into the artifact beside what finishing measured. ``checked`` is the fastest
+    model the run's checks compiled, verified and measured, timed beside the tuned one and saved instead where
+    faster; ``built`` is the model of the final records as a check after the run's last trial compiled and
+    verified it (the tuned model, not compiled again). ``finish_by`` (a :func:`time.perf_counter` time; ``None``:
+    no limit) bounds the timings made again in a slow stretch (:func:`steadiest`)."""
+
+    source: object = None
+    example_inputs: object = None
+    seed: int = 0
+    references: bool = True
+    timing_rounds: int = timings.ROUNDS
+    time_untuned: bool = False
+    metadata: Mapping | None = None
+    checked: Checked | None = None
+    built: Checked | None = None
+    finish_by: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Finished:
     """What :func:`finish` made and measured (latencies in seconds): the artifact's folder and metadata, the
     untuned (``None``: not timed) and tuned latencies, the tuned outputs' largest relative error, the references
@@ -44,38 +69,24 @@ class Finished:
     since_check: dict | None = None
 
 
-def finish(model, database, output: str, *, source=None, example_inputs=None, seed: int = 0,
-           compare_torch: bool = True, timing_rounds: int = timings.ROUNDS, metadata: dict | None = None,
-           on_phase: Callable[[str], None] = lambda phase: None, checked: Checked | None = None,
-           built: Checked | None = None, time_untuned: bool = False, finish_by: float | None = None) -> Finished:
+def finish(model, database, output: str, request: FinishRequest = FinishRequest(), *,
+           on_phase: Callable[[str], None] = lambda phase: None) -> Finished:
     """Compile ``model`` (an :class:`~tunewise.lowering.tasks.ExtractedModel` with its run's default latencies) with
-    ``database``'s best records that beat them, check its outputs against the reference, time it in a fresh
-    process (``timing_rounds`` rounds at most), with ``compare_torch`` also the references of ``source`` (and
-    ``example_inputs``, for a module; ``seed``: a zoo model's weights), and save it to ``output`` with
-    ``metadata`` beside what this measured. ``on_phase`` is told each step as it starts. Raises
+    ``database``'s best records that beat them, check its outputs against the reference, time it in fresh
+    processes taking turns with what ``request`` asks for (:class:`FinishRequest`), and save the faster of the
+    tuned and the checked model to ``output``. ``on_phase`` is told each step as it starts. Raises
     :class:`~tunewise.errors.VerificationError` when the tuned outputs differ from the reference
     (:func:`tunewise.delivery.compile.compile_checked`).
 
-    With ``time_untuned`` the model is also compiled untuned and timed in turn with the tuned one. That is off
-    by default: the untuned model says little a user acts on, and its build and its slow calls take time a time
-    budget would otherwise give to tuning (ResNet-18 on a 2-core CPU: a 14 s build and 5.1 s a call).
-
-    ``checked`` (the fastest model the run's checks compiled, verified and measured: :class:`Checked`) is timed
-    in the same rounds as the tuned model, and saved instead where it is faster: a whole-model check measures
-    a model in a fresh process of its own, which on a shared machine can be far from another's, so only
-    timing them side by side tells which is faster. The metadata say which records the artifact holds
-    (``records``: ``"final"``, or ``"trial N"`` for the check after N trials) and, with ``checked``, both
-    latencies.
-
-    ``built`` is the model of ``database``'s records as a check after the run's last trial compiled and verified
-    it: the tuned model, not compiled again (on ResNet-18, a 14 s build).
-
-    Where the model a check read (``checked``, else ``built``) times in a slow stretch of the machine, over
-    1.1x what its check read, all are timed again while another timing ends by ``finish_by`` (a
-    :func:`time.perf_counter` time: the command's time budget; ``None``: no limit), :data:`RETIMES` times at
-    most, and the timing where it ran nearest its reading is kept (:func:`steadiest`)."""
+    A whole-model check measures a model in a fresh process of its own, which on a shared machine can be far
+    from another's, so only timing them side by side tells which is faster. The metadata say which records the
+    artifact holds (``records``: ``"final"``, or ``"trial N"`` for the check after N trials) and, with
+    ``checked``, both latencies. Where the model a check read (``checked``, else ``built``) times over 1.1x
+    what its check read, all are timed again while another timing ends by ``finish_by``, :data:`RETIMES`
+    times at most, and the timing where it ran nearest its reading is kept (:func:`steadiest`)."""
+    checked, built, compare_torch = request.checked, request.built, request.references
     untuned = None
-    if time_untuned:
+    if request.time_untuned:
         on_phase("compiling the untuned model")
         untuned = compiler.CompiledModel(compiler.build(model), model.target)
     if built is None:
@@ -87,7 +98,8 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
     timed_models = {name: m for name, m in timed_models.items() if m is not None}
     on_phase(f"timing the {' and '.join(timed_models)} model{'s' if len(timed_models) > 1 else ''}"
              + (" and the references" if compare_torch else "") + " in fresh processes")
-    references = timings.References(source, example_inputs, seed) if compare_torch else None
+    references = (timings.References(request.source, request.example_inputs, request.seed) if compare_torch
+                  else None)
     which, read = ("checked", checked) if checked is not None else ("tuned", built)  # a model a check read
     read_index = list(timed_models).index(which) if read is not None else None
 
@@ -95,9 +107,9 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
         on_phase(f"timing again: the model a check read ran {slower:.2f}x that reading, the machine in a slow stretch")
 
     side, count = steadiest(
-        lambda: timings.time_side_by_side(list(timed_models.values()), model.inputs, timing_rounds,
+        lambda: timings.time_side_by_side(list(timed_models.values()), model.inputs, request.timing_rounds,
                                           references=references),
-        read_index, None if read is None else read.latency, finish_by=finish_by, on_retime=retiming)
+        read_index, None if read is None else read.latency, finish_by=request.finish_by, on_retime=retiming)
     latency = dict(zip(timed_models, side.latencies, strict=True))
     ratios = dict(zip(timed_models, side.ratios, strict=True))
     untuned_latency, tuned_latency, kept = latency.get("untuned"), latency["tuned"], "tuned"
@@ -114,7 +126,7 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
         how += f"; the steadiest of {count} timings, the machine in a slow stretch"
     timed = dict.fromkeys(timings.REFERENCES) | side.references
     compiled.metadata.update(
-        model=model.name, **(metadata or {}),
+        model=model.name, **(request.metadata or {}),
         **compiler.io_metadata(model.inputs, model.reference_outputs, model.mod),
         latency_s=tuned_latency, untuned_latency_s=untuned_latency, **chosen,
         **{f"{name}_latency_s": latency for name, latency in timed.items()}, ratios=ratios[kept], timing=how,
@@ -124,7 +136,8 @@ def finish(model, database, output: str, *, source=None, example_inputs=None, se
     compiled.save(output)
     with open(os.path.join(output, compiler.METADATA)) as f:
         saved = json.load(f)
-    return Finished(output, saved, untuned_latency, tuned_latency, max_error, timed, how, ratios[kept], since_check)
+    return Finished(artifact=output, metadata=saved, untuned_latency=untuned_latency, tuned_latency=tuned_latency,
+                    max_error=max_error, references=timed, timing=how, ratios=ratios[kept], since_check=since_check)
 
 
 def steadiest(time_once: Callable[[], timings.SideBySide], read: int | None, reading: float | None, *,
@@ -133,12 +146,12 @@ def steadiest(time_once: Callable[[], timings.SideBySide], read: int | None, rea
               sleep: Callable[[float], None] = time.sleep) -> tuple[timings.SideBySide, int]:
     """The compiled models timed by ``time_once``, and how many timings that took. Where the model at index
     ``read`` (``None``: none) is one a check read at ``reading`` seconds and times in a slow stretch of the
-    machine (:func:`tunewise.tuning.checks.in_slow_stretch`), they are timed again (``on_retime`` told first, with that
-    model's time over its reading), :data:`RETIMES` times at most, each timing starting
+    machine (:func:`tunewise.tuning.model_checks.in_slow_stretch`), they are timed again (``on_retime`` told
+    first, with that model's time over its reading), :data:`RETIMES` times at most, each timing starting
     :data:`RETIME_SPACING` seconds after the one before at the earliest, and while another timing as long as
     the last ends by ``finish_by`` (a ``clock`` time; ``None``: no limit); of the timings, the one where that
-    model ran nearest its reading is kept. A slow stretch on a shared host lasts from seconds to minutes and
-    slows a model 1.15x-1.75x: a timing in one says how fast the machine ran then, not the model."""
+    model ran nearest its reading is kept: a timing in a slow stretch says how fast the machine ran then, not
+    the model (``bench/studies/checks/findings.md``)."""
     timed: list[timings.SideBySide] = []
     while True:
         started = clock()

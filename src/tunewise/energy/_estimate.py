@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import math
 
 import psutil
 
+from tunewise._numbers import is_positive
 from tunewise.energy._base import EnergyMeter, Reading
 
 WATTS_PER_CORE = 10.0
@@ -28,8 +28,7 @@ class CpuTimeEstimate(EnergyMeter):
     name = "estimate"
 
     def __init__(self, *, watts_per_core: float = WATTS_PER_CORE, pid: int | None = None):
-        if (isinstance(watts_per_core, bool) or not isinstance(watts_per_core, (int, float))
-                or not math.isfinite(watts_per_core) or watts_per_core <= 0):
+        if not is_positive(watts_per_core):
             raise ValueError(f"watts_per_core must be a positive number, got {watts_per_core!r}")
         self.watts_per_core = watts_per_core
         self.pid = pid

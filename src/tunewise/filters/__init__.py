@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from tunewise import _factory
 from tunewise.filters._base import CandidateFilter, Measured
-from tunewise.filters._cold import ColdFilter, cold_flags, trace_tokens
+from tunewise.filters._cold import ColdFilter, NetTraining, cold_flags, trace_tokens
 
-__all__ = ["CandidateFilter", "ColdFilter", "Measured", "cold_flags", "create", "names", "trace_tokens"]
+__all__ = ["CandidateFilter", "ColdFilter", "Measured", "NetTraining", "cold_flags", "create", "names", "trace_tokens"]
 
 _REGISTRY: dict[str, type[CandidateFilter]] = {"cold": ColdFilter}
 

@@ -1,23 +1,17 @@
 """Trimmer's cold-candidate filter (Borowiec et al., "Trimmer: Cost-Efficient Deep Learning Auto-tuning for
-Cloud Datacenters", IEEE CLOUD 2022, s. IV-B).
+Cloud Datacenters", IEEE CLOUD 2022, s. IV-B); what it saves: ``bench/studies/cold_filter/findings.md``.
 
-A *cold* candidate is one far slower than the search was finding at the time: 26-43 % of tuning energy goes to
-them in the paper. The filter learns an embedding of candidates from the run's measurements and, before a
-proposed candidate is measured, looks up its ``k`` most similar measured candidates of the same workload: when
-all of them were cold, the candidate is skipped (and the session proposes another).
+A *cold* candidate is one far slower than the search was finding at the time. Before a proposed candidate is
+measured, the filter looks up its ``k`` most similar measured candidates of the same workload, and skips it
+when all of them were cold (the session proposes another).
 
-- **Cold** (:func:`cold_flags`): the paper fits LOESS over each task's measurement sequence and calls cold the
-  candidates far above the fitted trend. Here the trend at a measurement is the median of the task's
-  ``window`` valid latencies measured around it (a robust local fit of the same sequence, as LOESS is local),
-  and a candidate is cold when its latency is more than ``ratio`` times that; a failed candidate counts as
-  cold (it cost a measurement and gave nothing).
-- **Embedding**: a small fully connected net (the paper's 32-32-1, ReLU, MSE, Adam at lr 1e-3) over the
-  candidate's categorical features (:func:`trace_tokens`: the design-space sketch and every sampling decision,
-  each embedded and averaged, and the workload), trained on the log of its latency over the workload's best.
-  Its middle layer (32 values) is the candidate's embedding; similarity is the cosine of embeddings.
-- **Inverse epsilon-greedy**: the filter applies to a batch with probability ``epsilon``, which is multiplied
-  by ``decay`` after each retraining (down to ``min_epsilon``): once the search has stabilised, exploring
-  wins over filtering.
+- **Cold** (:func:`cold_flags`): latency over ``ratio`` times the median of the task's ``window`` valid
+  latencies measured around it (a robust local trend, where the paper fits LOESS); a failure counts as cold.
+- **Embedding**: the paper's 32-32-1 net (ReLU, MSE, Adam at lr 1e-3) over the candidate's categorical
+  features (:func:`trace_tokens`, averaged embeddings), trained on its log latency over the workload's best;
+  its middle layer is the embedding, similarity the cosine.
+- **Inverse epsilon-greedy**: the filter applies to a batch with probability ``epsilon``, multiplied by
+  ``decay`` after each retraining (down to ``min_epsilon``).
 """
 
 from __future__ import annotations
@@ -27,9 +21,11 @@ import math
 import statistics
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from tunewise._numbers import is_number, is_whole
 from tunewise.filters._base import CandidateFilter, Measured
 
 
@@ -64,11 +60,23 @@ def cold_flags(latencies: Sequence[float], *, window: int = 16, ratio: float = 2
     return flags
 
 
+@dataclass(frozen=True, kw_only=True)
+class NetTraining:
+    """How :class:`ColdFilter` trains its net: after each :meth:`~ColdFilter.tell` once ``min_samples`` valid
+    latencies are known, for ``epochs`` full-batch steps on the latest ``memory`` of them, its tokens hashed
+    into ``buckets`` embeddings."""
+
+    epochs: int = 50
+    min_samples: int = 32
+    memory: int = 4096
+    buckets: int = 4096
+
+
 class ColdFilter(CandidateFilter):
     """Skips a proposed candidate when its ``k`` nearest measured candidates of the same workload (cosine
     similarity of the learnt embeddings) were all cold (see the module docstring for cold, the net and
-    ``epsilon``). The net is retrained after each :meth:`tell` once ``min_samples`` valid latencies are known,
-    for ``epochs`` full-batch steps on the latest ``memory`` of them.
+    ``epsilon``). ``training`` (:class:`NetTraining`; ``None``: its defaults) says when and how the net is
+    retrained.
 
     >>> cold = ColdFilter(k=3, seed=0)
     >>> cold.skip(7, ['[[[], []], null, null, null]'])  # nothing told yet: nothing skipped
@@ -76,21 +84,22 @@ class ColdFilter(CandidateFilter):
     """
 
     def __init__(self, *, k: int = 5, window: int = 16, ratio: float = 2.0, epsilon: float = 1.0,
-                 decay: float = 0.95, min_epsilon: float = 0.05, epochs: int = 50, min_samples: int = 32,
-                 memory: int = 4096, buckets: int = 4096, seed: int = 0):
+                 decay: float = 0.95, min_epsilon: float = 0.05, training: NetTraining | None = None, seed: int = 0):
+        training = training or NetTraining()
+        epochs, min_samples, memory, buckets = training.epochs, training.min_samples, training.memory, training.buckets
         for name, value in (("k", k), ("window", window), ("epochs", epochs), ("min_samples", min_samples),
                             ("memory", memory), ("buckets", buckets)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_whole(value) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         for name, value, low, high in (("ratio", ratio, 1.0, math.inf), ("epsilon", epsilon, 0.0, 1.0),
                                        ("decay", decay, 0.0, 1.0), ("min_epsilon", min_epsilon, 0.0, 1.0)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            if not is_number(value) or not low <= value <= high:
                 raise ValueError(f"{name} must be a number in [{low}, {high}], got {value!r}")
         self.k, self.window, self.ratio = k, window, ratio
         self.epsilon, self.decay, self.min_epsilon = float(epsilon), decay, min_epsilon
         self.epochs, self.min_samples, self.memory, self.buckets, self.seed = epochs, min_samples, memory, buckets, seed
         self._rng = np.random.default_rng(seed)
-        self._told: dict[int, list[tuple[list[int], float]]] = {}  # workload -> (token ids, latency), in order
+        self._measured: dict[int, list[tuple[list[int], float]]] = {}  # workload -> (token ids, latency), in order
         self._net = None
         self._embedded: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # workload -> (unit embeddings, cold flags)
 
@@ -101,8 +110,9 @@ class ColdFilter(CandidateFilter):
 
     def tell(self, measured: Sequence[Measured]) -> None:
         for m in measured:
-            self._told.setdefault(m.workload, []).append((self._ids(m.workload, m.record), m.latency))
-        if not measured or sum(math.isfinite(x) for items in self._told.values() for _, x in items) < self.min_samples:
+            self._measured.setdefault(m.workload, []).append((self._ids(m.workload, m.record), m.latency))
+        valid = sum(math.isfinite(x) for items in self._measured.values() for _, x in items)
+        if not measured or valid < self.min_samples:
             return
         self._train()
         self.epsilon = max(self.min_epsilon, self.epsilon * self.decay)
@@ -111,7 +121,7 @@ class ColdFilter(CandidateFilter):
         import torch
 
         samples = []
-        for items in self._told.values():
+        for items in self._measured.values():
             best = min((x for _, x in items if math.isfinite(x)), default=math.inf)
             samples += [(ids, math.log(x / best)) for ids, x in items if math.isfinite(x) and best > 0]
         samples = samples[-self.memory:]
@@ -139,12 +149,12 @@ class ColdFilter(CandidateFilter):
 
     # -- deciding ----------------------------------------------------------------------------------------
     def skip(self, workload: int, records: Sequence[str]) -> list[bool]:
-        told = self._told.get(workload, [])
-        if self._net is None or len(told) < self.k or not records or self._rng.random() >= self.epsilon:
+        measured = self._measured.get(workload, [])
+        if self._net is None or len(measured) < self.k or not records or self._rng.random() >= self.epsilon:
             return [False] * len(records)
         if workload not in self._embedded:
-            flags = cold_flags([x for _, x in told], window=self.window, ratio=self.ratio)
-            self._embedded[workload] = (self._embed([ids for ids, _ in told]), np.array(flags))
+            flags = cold_flags([x for _, x in measured], window=self.window, ratio=self.ratio)
+            self._embedded[workload] = (self._embed([ids for ids, _ in measured]), np.array(flags))
         known, cold = self._embedded[workload]
         similarity = self._embed([self._ids(workload, r) for r in records]) @ known.T
         nearest = np.argsort(-similarity, axis=1, kind="stable")[:, :self.k]

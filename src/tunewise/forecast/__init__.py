@@ -6,8 +6,9 @@ seeded); the :class:`~tunewise.tuning.ledger.Ledger` makes one after every slot 
 
 from __future__ import annotations
 
+from tunewise.forecast._curves import CurveFit
 from tunewise.forecast._forecaster import ALLOCATIONS, GAIN_SCALE, SPREAD, STALL, Forecaster, Futures
 from tunewise.forecast._result import END_LEVELS, MAX_UNTRIED_SHARE, MIN_FRACTION, Forecast
 
 __all__ = ["ALLOCATIONS", "END_LEVELS", "GAIN_SCALE", "MAX_UNTRIED_SHARE", "MIN_FRACTION", "SPREAD", "STALL",
-           "Forecast", "Forecaster", "Futures"]
+           "CurveFit", "Forecast", "Forecaster", "Futures"]

@@ -39,18 +39,30 @@ class Posterior:
         return rng.integers(len(self.model.samples_), size=n)
 
 
+@dataclass(frozen=True, kw_only=True)
+class CurveFit:
+    """How a task's learning curve is fitted: :class:`~tunewise.belief.CurveModel`'s ``family``, ``n_walkers``,
+    ``n_steps``, ``burn_in`` and ``jump``."""
+
+    family: str = "log-power"
+    n_walkers: int = 32
+    n_steps: int = 200
+    burn_in: int = 100
+    jump: float | None = None
+
+
 class TaskFits:
-    """The posterior of each task's curve (:class:`Posterior`), fitted with :class:`~tunewise.belief.CurveModel`
-    (``family``, ``n_walkers``, ``n_steps``, ``burn_in``, ``jump``) to the task's speed after each of its
-    trials (at most 64 of them, evenly spaced), and kept until the task has more trials. Each fit is seeded
-    from ``seed``, the task's index and its slot count, so it does not depend on when it is made.
+    """The posterior of each task's curve (:class:`Posterior`), fitted as ``fit`` says (:class:`CurveFit`) to
+    the task's speed after each of its trials (at most 64 of them, evenly spaced), and kept until the task has
+    more trials. Each fit is seeded from ``seed``, the task's index and its slot count, so it does not depend on
+    when it is made.
 
     A task's speed is its first valid best latency over its best latency since, over the smallest power of two
     at least twice its speed-up so far: a curve in ``0..1`` that tasks without FLOPs have too (DynaTune's
     throughput over the peak needs FLOPs)."""
 
-    def __init__(self, *, family: str, n_walkers: int, n_steps: int, burn_in: int, jump: float | None, seed):
-        self.family, self.n_walkers, self.n_steps, self.burn_in, self.jump = family, n_walkers, n_steps, burn_in, jump
+    def __init__(self, *, fit: CurveFit, seed):
+        self.fit = fit
         self._entropy = np.random.SeedSequence(seed).entropy
         self._cache: dict[int, tuple[tuple, Posterior | None]] = {}
 
@@ -68,8 +80,9 @@ class TaskFits:
             first = points[0][1]
             scale = first / 2.0 ** math.ceil(math.log2(2.0 * first / points[-1][1]))
             seed = np.random.SeedSequence(self._entropy, spawn_key=(task.index, task.slots))
-            model = CurveModel(self.family, n_walkers=self.n_walkers, n_steps=self.n_steps, burn_in=self.burn_in,
-                               jump=self.jump, seed=seed)
+            fit = self.fit
+            model = CurveModel(fit.family, n_walkers=fit.n_walkers, n_steps=fit.n_steps, burn_in=fit.burn_in,
+                               jump=fit.jump, seed=seed)
             model.fit([x for x, _ in points], [scale / best for _, best in points], horizon=task.trials + per_slot)
             fitted = Posterior(model, scale) if model.samples_ is not None else None
         self._cache[task.index] = (key, fitted)

@@ -1,4 +1,18 @@
-"""The forecaster: from a snapshot of the run to a :class:`~tunewise.forecast.Forecast`."""
+"""The forecaster: from a snapshot of the run to a :class:`~tunewise.forecast.Forecast`.
+
+>>> from tunewise.forecast import CurveFit
+>>> from tunewise.lab.synthetic import synthetic
+>>> from tunewise.lab.replay import TraceRun
+>>> from tunewise.schedulers import RoundRobin
+>>> run = TraceRun(synthetic(n_tasks=3, trials=96, seeds=1, seed=1), RoundRobin(), seed_index=0,
+...                decision_cost=0.0)
+>>> for _ in range(12):
+...     _ = run.step()
+>>> forecaster = Forecaster(seed=0, fit=CurveFit(n_steps=60, burn_in=30))
+>>> forecast = forecaster(run.ledger.snapshot(), seconds_left=60.0)
+>>> forecast.median[0] >= forecast.median[-1] and forecast.low[-1] <= forecast.median[-1] <= forecast.high[-1]
+True
+"""
 
 from __future__ import annotations
 
@@ -25,50 +39,18 @@ class Forecaster:
     """Forecasts the model latency (the estimate; the compiled model once a check measured it) from a frozen
     :class:`~tunewise.tuning.state.Snapshot`.
 
-    Each task's best latency after more slots is sampled from its learning-curve posterior (DynaTune's
-    belief model; borrowed from the fitted tasks for a task without one, :mod:`tunewise.forecast._curves`);
-    the remaining slots go to the tasks by ``allocation``: ``"greedy"``, the task whose next slot removes the
-    most expected model latency (DynaTune's choice without its exploration), or ``"recent"``, in proportion
-    to the slots each task had among the last ``2 x live tasks`` (:mod:`tunewise.forecast._allocation`). Every
-    sampled future of the model latency is the weighted sum of its tasks' sampled futures under that
-    allocation; a forecast holds their quantiles.
-
-    The curves' posteriors alone are far too sure of themselves (the fits read a best-so-far curve, whose
-    points are not independent), and no curve foretells a run that finds nothing better for a while: so each
-    sampled future's gain (its log latency drop from now) is also scaled by a lognormal factor
-    ``gain_scale * exp(spread * z)``, ``z ~ N(0, 1)``: a future is uncertain in proportion to how much it
-    gains; and the futures whose ``z`` falls in the lowest share ``stall`` of ``N(0, 1)`` gain nothing more.
-    ``spread``, ``gain_scale`` and ``stall`` are chosen on the committed traces by
-    ``bench/studies/forecast/forecast.py``, which also judges them out of sample (each model's forecasts made with the
-    values chosen on the others).
-
-    Once a whole-model check has measured the model (``snapshot.measured``), the forecast is of the compiled
-    model: every sampled future adds the gap between the latest check and the estimate it was taken at
-    (:func:`tunewise.tuning.estimate.calibrated_latency`; :attr:`Forecast.gap`).
-
-    Time: the remaining slots come at the run's pace so far (tuning seconds per trial); their number is what
-    the budgets leave (``seconds_left``, the run's trial budget, the tasks' trial budgets), at most 4000.
-
-    ``samples`` futures are drawn; fits (``family``, ``n_walkers``, ``n_steps``, ``burn_in``, as
-    :class:`~tunewise.belief.CurveModel`) are kept per task until its history changes, so a forecast after
-    each slot refits one task. Everything random comes from ``seed`` (the fits from it, the task and its
-    slot count; the draws from it and the snapshot's slot), so a forecast depends on the snapshot alone.
-    ``goal`` (seconds), when given, is carried by every forecast (:meth:`Forecast.goal_summary`).
-
-    >>> from tunewise.lab.synthetic import synthetic
-    >>> from tunewise.lab.replay import TraceRun
-    >>> from tunewise.schedulers import RoundRobin
-    >>> run = TraceRun(synthetic(n_tasks=3, trials=96, seeds=1, seed=1), RoundRobin(), seed_index=0,
-    ...                decision_cost=0.0)
-    >>> for _ in range(12):
-    ...     _ = run.step()
-    >>> forecast = Forecaster(seed=0, n_steps=60, burn_in=30)(run.ledger.snapshot(), seconds_left=60.0)
-    >>> forecast.median[0] >= forecast.median[-1] and forecast.low[-1] <= forecast.median[-1] <= forecast.high[-1]
-    True
+    Each task's best latency after more slots is sampled from its learning-curve posterior (DynaTune's belief
+    model, fitted as ``fit`` says, :class:`~tunewise.forecast.CurveFit`; borrowed from the fitted tasks for a task
+    without one); the remaining slots, at the run's pace so far and as many as the budgets leave (at most
+    4000), go to the tasks by ``allocation`` (:mod:`tunewise.forecast._allocation`). Each of ``samples`` futures
+    is the weighted sum of its tasks' futures, its gain scaled by ``gain_scale * exp(spread * z)`` and none for
+    the lowest ``stall`` share of ``z ~ N(0, 1)`` (chosen on the committed traces:
+    ``bench/studies/forecast/findings.md``); once a check measured the model, each adds the gap between the
+    latest check and its estimate. Everything random comes from ``seed`` and the snapshot, so a forecast depends
+    on the snapshot alone; ``goal`` (seconds) is carried by every forecast.
     """
 
-    def __init__(self, *, allocation: str = "greedy", samples: int = 256, family: str = "log-power",
-                 n_walkers: int = 32, n_steps: int = 200, burn_in: int = 100, jump: float | None = None,
+    def __init__(self, *, allocation: str = "greedy", samples: int = 256, fit: _curves.CurveFit | None = None,
                  spread: float = SPREAD, gain_scale: float = GAIN_SCALE, stall: float = STALL,
                  goal: float | None = None, seed: int | None = None):
         if allocation not in ALLOCATIONS:
@@ -90,8 +72,7 @@ class Forecaster:
         self.stall = stall
         self.goal = goal
         self.seed = seed
-        self._fits = _curves.TaskFits(family=family, n_walkers=n_walkers, n_steps=n_steps, burn_in=burn_in,
-                                      jump=jump, seed=seed)
+        self._fits = _curves.TaskFits(fit=fit or _curves.CurveFit(), seed=seed)
         self._entropy = np.random.SeedSequence(seed).entropy
 
     def __call__(self, snapshot: Snapshot, *, seconds_left: float = math.inf) -> Forecast | None:
@@ -204,6 +185,7 @@ class Futures:
             factor[self.normals < statistics.NormalDist().inv_cdf(stall)] = 0.0
         paths = self.now * (self.paths[:, keep] / self.now) ** factor + (self.gap or 0.0)
         low, median, high = np.quantile(paths, (0.1, 0.5, 0.9), axis=0)
-        return Forecast(self.slot, self.elapsed, _floats(self.elapsed + keep * self.slot_seconds), _floats(low),
-                        _floats(median), _floats(high), _floats(np.quantile(paths[:, -1], END_LEVELS)), self.untried,
-                        self.goal, self.untried_share, self.gap)
+        return Forecast(slot=self.slot, elapsed=self.elapsed, times=_floats(self.elapsed + keep * self.slot_seconds),
+                        low=_floats(low), median=_floats(median), high=_floats(high),
+                        end=_floats(np.quantile(paths[:, -1], END_LEVELS)), untried=self.untried, goal=self.goal,
+                        untried_share=self.untried_share, gap=self.gap)

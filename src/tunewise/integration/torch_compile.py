@@ -65,7 +65,7 @@ def parse_options(options: Mapping | None) -> Options:
     from tunewise.cli import parse_duration, parse_energy
     from tunewise.job import workflow
     from tunewise.settings import RunSettings
-    from tunewise.tuning import checks
+    from tunewise.tuning import model_checks
 
     options = dict(options or {})
     limits = [f.name for f in dataclasses.fields(Budget)]
@@ -81,9 +81,10 @@ def parse_options(options: Mapping | None) -> Options:
         budget["time_budget"] = parse_duration(budget["time_budget"])
     if isinstance(options.get("energy_budget"), str):
         options["energy_budget"] = parse_energy(options["energy_budget"])
-    if isinstance(options.get("check_every"), str) and options["check_every"] not in (checks.EPOCH, checks.NEVER):
+    words = (model_checks.EPOCH, model_checks.NEVER)
+    if isinstance(options.get("check_every"), str) and options["check_every"] not in words:
         options["check_every"] = parse_duration(options["check_every"], "model-check interval",
-                                                words=(checks.EPOCH, checks.NEVER))
+                                                words=words)
     settings, scheduler = workflow.with_overrides(RunSettings(), options)
     if budget:
         settings = dataclasses.replace(settings, budget=Budget(**budget) if {"max_trials", "time_budget"} & set(budget)

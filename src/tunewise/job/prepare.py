@@ -3,9 +3,6 @@
 :func:`prepare_run` is the whole chain (what :func:`tunewise.tune` runs before tuning); :func:`load_model` and
 :func:`open_session` are its two halves, for a driver that tunes one extracted model several times (the
 bench scripts: one extraction, one run per scheduler, seed or evaluator).
-
->>> with prepare_run("tiny-mlp", RunSettings(budget=Budget(max_trials=8)), store="sqlite://") as prepared:
-...     final = prepared.session.run()  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -23,13 +20,13 @@ from tunewise.callbacks import Callback, CallbackList
 from tunewise.delivery import timing
 from tunewise.errors import InputError
 from tunewise.forecast import Forecaster
-from tunewise.goals import Goal
 from tunewise.importing import frontend
 from tunewise.job.interrupts import raise_if_stopped
 from tunewise.lowering import tasks
 from tunewise.settings import RunSettings
-from tunewise.tuning import measure, session, tvm_env
-from tunewise.tuning.checks import ModelCheck
+from tunewise.tuning import measure, tvm_env
+from tunewise.tuning.model_checks import ModelCheck
+from tunewise.tuning.session import Session, SessionParts
 from tunewise.tuning.timebudget import compile_estimate
 
 
@@ -55,9 +52,9 @@ def resolve_goal(settings: RunSettings, source, inputs, *, example_inputs=None, 
     """The settings' latency goal in seconds (``None``: none); a goal relative to onnxruntime or PyTorch eager
     times them first, on ``inputs``, in a fresh process, on ``target``'s device (a TVM target; the host CPU by
     default; :func:`tunewise.delivery.timing.time_references_on`)."""
-    if settings.goal is None:
+    goal = settings.goal
+    if goal is None:
         return None
-    goal = Goal.parse(settings.goal)
     if not goal.relative:
         return goal.resolve()
     timed = timing.time_references_on(targets.resolve(target), source, inputs, example_inputs=example_inputs,
@@ -88,13 +85,25 @@ def make_checker(settings: RunSettings, goal: float | None) -> ModelCheck | None
 
 
 FROM_SETTINGS = object()
-""":func:`open_session`'s ``records_base`` when the session opens the base its settings name."""
+""":attr:`Resolved.records_base` when the session opens the base its settings name."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resolved:
+    """What the caller of :func:`open_session` made of the settings already, used instead of what the session
+    would make of them: ``goal``, the latency goal in seconds (``None``: the settings' absolute goal, or none; a
+    relative one needs :func:`resolve_goal`); ``checker``, the whole-model checks (``None``: those the settings
+    ask for, :func:`make_checker`); ``records_base``, the record base read (:func:`tunewise.sharing.open_base`;
+    ``None``: none; :data:`FROM_SETTINGS`: the one the settings name)."""
+
+    goal: float | None = None
+    checker: ModelCheck | None = None
+    records_base: object = FROM_SETTINGS
 
 
 def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, measurer: measure.Measurer,
                  scheduler=None, callbacks: Sequence[Callback | str] = (), run: int | None = None, lease=None,
-                 deadline=None, goal: float | None = None, checker: ModelCheck | None = None,
-                 records_base=FROM_SETTINGS) -> session.Session:
+                 deadline=None, resolved: Resolved = Resolved()) -> Session:
     """A :class:`~tunewise.tuning.session.Session` tuning ``model`` as ``settings`` say, recording to ``store`` (a
     :class:`~tunewise.stores.Store`).
 
@@ -103,22 +112,15 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
     scheduler object, or a name) replaces the settings' scheduler, seeded with their seed. ``measurer`` is
     the caller's, and should measure as the settings say (:func:`make_measurer`). With ``lease``
     (:class:`tunewise.job.lease.Lease`) a new run is held by it from its creation, and the session commits only
-    while it holds the run. ``deadline`` is :class:`~tunewise.tuning.session.Session`'s.
-
-    The session forecasts the model latency after every slot (:class:`~tunewise.forecast.Forecaster`, seeded
-    with the settings' seed, carrying the goal), meters energy with the settings' meter, stops by their stop
-    rules (:func:`stop_rules`),
-    checks the whole model as often as they say (:attr:`RunSettings.check_interval`) and filters proposals with
-    their candidate filter, seeded with their seed; ``checker`` (a :class:`~tunewise.tuning.checks.ModelCheck`)
-    replaces the checks the settings make, for checks at times of the caller's. ``goal`` is the latency
-    goal in seconds; by default the settings' absolute goal (a relative one needs :func:`resolve_goal`).
-    ``records_base`` is the record base the session reads (:func:`tunewise.sharing.open_base`; ``None``: none),
-    opened from the settings' ``records_base`` by default (:data:`FROM_SETTINGS`).
+    while it holds the run. ``deadline`` is :class:`~tunewise.tuning.session.SessionParts`'. The session's
+    forecaster, meter, stop rules (:func:`stop_rules`), checks and candidate filter are the settings', seeded
+    with their seed; ``resolved`` replaces the goal, the checks or the record base (:class:`Resolved`).
     """
+    goal = resolved.goal
     if goal is None and settings.goal is not None:
-        if Goal.parse(settings.goal).relative:
+        if settings.goal.relative:
             raise InputError(f"latency goal {settings.goal} is relative: resolve it first (prepare.resolve_goal)")
-        goal = Goal.parse(settings.goal).resolve()
+        goal = settings.goal.resolve()
     scheduler = schedulers.create_seeded(scheduler if scheduler is not None else settings.scheduler, settings.seed)
     owner = None if lease is None else lease.owner
     meter = energy.for_device(settings.energy_meter, targets.is_gpu(model.target))
@@ -129,21 +131,17 @@ def open_session(model: tasks.ExtractedModel, settings: RunSettings, *, store, m
                                stored.to_json(), owner=owner)
         if lease is not None:
             lease.hold(store, run)
-    if checker is None:
-        checker = make_checker(settings, goal)
+    records_base = resolved.records_base
     if records_base is FROM_SETTINGS:
         records_base = sharing.open_base(settings.records_base, model.target)
-    return session.Session(model, scheduler, settings.budget, measurer, store, run,
-                           trials_per_slot=settings.trials_per_slot, seed=settings.seed,
-                           cost_model=settings.cost_model, share=settings.share,
-                           warm_start=settings.warm_start, records_base=records_base,
-                           pretrained=settings.pretrained, callbacks=callbacks,
-                           owner=owner,
-                           deadline=deadline, stoppers=stop_rules(settings, goal),
-                           meter=meter, forecaster=Forecaster(goal=goal, seed=settings.seed),
-                           checker=checker,
-                           candidate_filter=(None if settings.candidate_filter is None
-                                             else filters.create(settings.candidate_filter, seed=settings.seed)))
+    return Session(model, scheduler, settings.budget, measurer, store, run, SessionParts(
+        trials_per_slot=settings.trials_per_slot, seed=settings.seed, cost_model=settings.cost_model,
+        share=settings.share, warm_start=settings.warm_start, records_base=records_base,
+        pretrained=settings.pretrained, callbacks=callbacks, owner=owner, deadline=deadline,
+        stoppers=stop_rules(settings, goal), meter=meter, forecaster=Forecaster(goal=goal, seed=settings.seed),
+        checker=make_checker(settings, goal) if resolved.checker is None else resolved.checker,
+        candidate_filter=(None if settings.candidate_filter is None
+                          else filters.create(settings.candidate_filter, seed=settings.seed))))
 
 
 @dataclass(frozen=True)
@@ -154,7 +152,7 @@ class PreparedRun:
     wall time of the import and of the graph passes and task extraction."""
 
     model: tasks.ExtractedModel
-    session: session.Session
+    session: Session
     import_seconds: float
     extract_seconds: float
 
@@ -186,7 +184,6 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
     """
     start = time.perf_counter()
     source = settings.source if source is None else source
-    scheduler = schedulers.create_seeded(scheduler if scheduler is not None else settings.scheduler, settings.seed)
     if isinstance(source, str):
         frontend.check_source(source)
     tvm_target = targets.resolve(target)
@@ -194,9 +191,9 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
     targets.check_cores(tvm_target)
     base = sharing.open_base(settings.records_base, tvm_target)  # a bad base file is an error before the import
     store = stores.create(store)
-    told = CallbackList(callbacks)
+    callbacks = CallbackList(callbacks)
 
-    told.phase("importing the model")
+    callbacks.phase("importing the model")
     tvm_env.prepare(tvm_target.kind.name)
     background = cf.ThreadPoolExecutor(1)  # the measurer's worker processes start while the model is imported
     starting = background.submit(make_measurer, tvm_target, settings)
@@ -206,10 +203,10 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
                                  seed=settings.seed)
         import_seconds = time.perf_counter() - start
         raise_if_stopped()
-        if settings.goal is not None and Goal.parse(settings.goal).relative:
-            told.phase(f"timing the references of latency goal {settings.goal} in a fresh process")
+        if settings.goal is not None and settings.goal.relative:
+            callbacks.phase(f"timing the references of latency goal {settings.goal} in a fresh process")
         goal = resolve_goal(settings, source, imported.inputs, example_inputs=example_inputs, target=tvm_target)
-        told.phase("extracting tasks")
+        callbacks.phase("extracting tasks")
         extract_start = time.perf_counter()
         model = tasks.extract(imported, tvm_target, level=settings.level)
         extract_seconds = time.perf_counter() - extract_start
@@ -233,11 +230,11 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
                                                 snapshot.estimated_latency(), references=settings.references,
                                                 rounds=settings.timing_rounds, checked=bool(snapshot.measured))
 
-        loop = open_session(model, settings, store=store, measurer=measurer, scheduler=scheduler,
-                            callbacks=told.callbacks, run=run, lease=lease,
-                            deadline=None if finish_by is None else deadline, goal=goal, checker=checker,
-                            records_base=base)
+        opened = open_session(model, settings, store=store, measurer=measurer, scheduler=scheduler,
+                              callbacks=callbacks.callbacks, run=run, lease=lease,
+                              deadline=None if finish_by is None else deadline,
+                              resolved=Resolved(goal=goal, checker=checker, records_base=base))
     except BaseException:
         measurer.close()
         raise
-    return PreparedRun(model, loop, import_seconds, extract_seconds)
+    return PreparedRun(model=model, session=opened, import_seconds=import_seconds, extract_seconds=extract_seconds)

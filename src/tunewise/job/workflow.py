@@ -22,7 +22,7 @@ from tunewise.budget import Budget
 from tunewise.callbacks import Callback, CallbackList
 from tunewise.delivery import timing as timings
 from tunewise.delivery.destinations import check_folder
-from tunewise.delivery.finish import Finished, finish
+from tunewise.delivery.finish import Finished, FinishRequest, finish
 from tunewise.errors import InputError, StoreError
 from tunewise.job.interrupts import Interrupted, raise_if_stopped
 from tunewise.job.lease import Lease
@@ -31,12 +31,13 @@ from tunewise.job.prepare import prepare_run
 from tunewise.report import RunSummary, summarize
 from tunewise.settings import RunSettings
 from tunewise.tuning import tvm_env
+from tunewise.tuning.session import Session
 from tunewise.tuning.timebudget import short_budget_note
 
 _log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TuneResult:
     """What ``tune`` produced and measured (latencies in seconds)."""
 
@@ -86,28 +87,24 @@ class TuneResult:
 @quiet("tune")
 def tune(source, settings: RunSettings | None = None, *, example_inputs=None, target=None, store=None,
          callbacks: Sequence[Callback | str] = (), compare_torch: bool | None = None, progress: bool | None = None,
-         timing_rounds: int | None = None, time_untuned: bool | None = None, **overrides) -> TuneResult:
+         **overrides) -> TuneResult:
     """Tune ``source`` (zoo name, ``.onnx``/``.pt2`` path, or ``nn.Module`` with ``example_inputs``) for
     ``target`` (:func:`tunewise.target.resolve`: this CPU by default) as ``settings`` say
     (:class:`~tunewise.settings.RunSettings`; its defaults when ``None``), with ``overrides`` replacing some of
-    their fields by name (``budget=Budget(time_budget=600)``, ``share="off"``; a ``None`` budget or measure
-    configuration keeps the settings' own). ``scheduler`` may also be a scheduler object.
+    their fields by name (``budget=Budget(time_budget=600)``, ``share="off"``; ``None`` for a field that cannot
+    be ``None`` keeps the settings' own: :func:`with_overrides`). ``scheduler`` may also be a scheduler object.
 
     ``callbacks`` (:mod:`tunewise.callbacks`: instances or names) are told every step and slot. ``progress``
-    adds the live display of ``tunewise tune`` (``tunewise.callbacks.create("progress")``); by default it is
-    on when standard output is a terminal or a notebook. ``compare_torch``, ``timing_rounds`` and
-    ``time_untuned``, when given, replace the settings' ``references``, ``timing_rounds`` and ``time_untuned``
-    (the finish, stored with the run: :class:`~tunewise.settings.RunSettings`). Without ``time_untuned`` the
-    result's ``untuned_latency`` is ``None``, and ``untuned_estimate`` (its tasks' default latencies, weighted)
-    stands in for it. Under a time budget, the untuned model's build and timing come out of the tuning time.
-
+    adds the live display of ``tunewise tune``; by default it is on when standard output is a terminal or a
+    notebook. ``compare_torch`` is the settings' ``references``. Without ``time_untuned`` the result's
+    ``untuned_latency`` is ``None`` and ``untuned_estimate`` (its tasks' default latencies) stands in for it.
     Every trial goes to ``store`` (a :class:`~tunewise.stores.Store` or its URL; default
     ``sqlite:///tunewise.db``) as a new run, which :func:`resume` continues if this one is cut short. Writes
     the verified artifact to the settings' ``output`` (default ``tunewise-out/MODEL``). Raises
     :class:`~tunewise.errors.TunewiseError` subclasses on bad input.
     """
     settings, scheduler = with_overrides(settings or RunSettings(), {**overrides, **_finish(
-        compare_torch, timing_rounds, time_untuned)})
+        {"compare_torch": compare_torch})})
     if isinstance(source, str) and source not in zoo.MODELS and os.path.isfile(source):
         source = os.path.abspath(source)  # a resumed run may start elsewhere
     settings = dataclasses.replace(settings, source=source if isinstance(source, str) else None,
@@ -124,16 +121,20 @@ def tune(source, settings: RunSettings | None = None, *, example_inputs=None, ta
             owned.store.close()
 
 
+KEPT_ON_NONE = ("budget", "measure", "references", "timing_rounds", "time_untuned")
+"""The settings an override of ``None`` leaves as they are (:func:`with_overrides`)."""
+
+
 def with_overrides(settings: RunSettings, overrides: Mapping) -> tuple[RunSettings, object]:
     """``settings`` with ``overrides`` (field name -> value) replacing their fields, and the run's scheduler
-    (a name, or the scheduler object given as ``scheduler``, which the settings then hold as ``None``). A
-    ``None`` budget or measure configuration keeps the settings' own; an unknown name is an
+    (a name, or the scheduler object given as ``scheduler``, which the settings then hold as ``None``). ``None``
+    for a field that cannot be ``None`` (:data:`KEPT_ON_NONE`) keeps the settings' own; an unknown name is an
     :class:`~tunewise.errors.InputError` listing the valid ones."""
     names = [f.name for f in dataclasses.fields(RunSettings)]
     unknown = sorted(set(overrides) - set(names))
     if unknown:
         raise InputError(f"unknown settings {', '.join(unknown)}; valid: {', '.join(names)}")
-    changes = {k: v for k, v in overrides.items() if not (k in ("budget", "measure") and v is None)}
+    changes = {k: v for k, v in overrides.items() if not (k in KEPT_ON_NONE and v is None)}
     scheduler = changes.get("scheduler", settings.scheduler)
     if scheduler is not None and not isinstance(scheduler, str):
         changes["scheduler"] = None
@@ -153,8 +154,7 @@ def _callbacks(callbacks: Sequence[Callback | str], progress: bool | None) -> Ca
 @quiet("tune")
 def resume(run: int, *, store=None, budget: Budget | Mapping | None = None, source=None,
            example_inputs=None, scheduler=None, callbacks: Sequence[Callback | str] = (),
-           compare_torch: bool | None = None, output: str | None = None, progress: bool | None = None,
-           timing_rounds: int | None = None, time_untuned: bool | None = None) -> TuneResult:
+           output: str | None = None, progress: bool | None = None, **finishing) -> TuneResult:
     """Continue run ``run`` of ``store`` where it stopped (killed, interrupted, failed, or finished and given
     a larger ``budget``), with the settings it was started with: what it measured is kept and counts against
     the budget, and no candidate is measured twice. ``source`` and ``scheduler`` are needed only when the
@@ -162,13 +162,13 @@ def resume(run: int, *, store=None, budget: Budget | Mapping | None = None, sour
 
     ``budget`` (a :class:`~tunewise.budget.Budget`, or a mapping of some of its fields) replaces the limits
     it sets and keeps the run's other limits; the budget so made is stored in the run's settings. ``output``
-    replaces the run's artifact folder, and ``compare_torch``, ``timing_rounds`` and ``time_untuned`` the run's
-    finish (:func:`tune`'s; ``None``: the run's own), in the store too. Settings stored in an older form are
-    stored again in the full one (:meth:`~tunewise.settings.RunSettings.from_json`). ``callbacks`` and
-    ``progress`` are :func:`tune`'s. Raises :class:`~tunewise.errors.RunBusyError` when another live process
-    owns the run.
+    replaces the run's artifact folder, and ``finishing``, of ``compare_torch``, ``timing_rounds`` and
+    ``time_untuned``, the run's finish (:func:`tune`'s; ``None``: the run's own), in the store too. Settings
+    stored in an older form are stored again in the full one (:meth:`~tunewise.settings.RunSettings.from_json`).
+    ``callbacks`` and ``progress`` are :func:`tune`'s. Raises :class:`~tunewise.errors.RunBusyError` when another
+    live process owns the run.
     """
-    finishing = _finish(compare_torch, timing_rounds, time_untuned)
+    finishing = _finish(finishing)
     with _opened(store, must_exist=True) as store:
         spec = store.get_run(run)
         if spec.status == stores.IMPORTED:
@@ -194,10 +194,16 @@ def resume(run: int, *, store=None, budget: Budget | Mapping | None = None, sour
                          _callbacks(callbacks, progress), owned)
 
 
-def _finish(compare_torch: bool | None, timing_rounds: int | None, time_untuned: bool | None) -> dict:
-    """The finish settings :func:`tune` and :func:`resume` are given (those not ``None``), by field name."""
-    given = {"references": compare_torch, "timing_rounds": timing_rounds, "time_untuned": time_untuned}
-    return {name: value for name, value in given.items() if value is not None}
+_FINISHING = {"compare_torch": "references", "timing_rounds": "timing_rounds", "time_untuned": "time_untuned"}
+
+
+def _finish(given: Mapping) -> dict:
+    """The finish :func:`tune` and :func:`resume` are given (:data:`_FINISHING`'s keywords; those not ``None``),
+    by settings field name."""
+    unknown = sorted(set(given) - set(_FINISHING))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+    return {_FINISHING[name]: value for name, value in given.items() if value is not None}
 
 
 def resume_command(run: int, store_url: str | None) -> str:
@@ -256,7 +262,7 @@ def _ownership():
 
 
 def _tune(source, store, run: int | None, settings: RunSettings, scheduler, target, example_inputs,
-          told: CallbackList, owned: Lease) -> TuneResult:
+          callbacks: CallbackList, owned: Lease) -> TuneResult:
     """The job behind :func:`tune` (``run`` None: a new run) and :func:`resume`; ``store`` may be a URL.
     ``owned`` holds the run (a new run: from its creation).
 
@@ -268,70 +274,73 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
     check_folder(settings.output or "tunewise-out", "artifact folder")
     end = None if budget.time_budget is None else start + budget.time_budget
     prepared = prepare_run(source, settings, store=store, target=target, example_inputs=example_inputs,
-                           scheduler=scheduler, callbacks=told.callbacks, run=run, lease=owned, finish_by=end)
-    model, loop = prepared.model, prepared.session
-    store, run, output = loop.store, loop.run_id, settings.artifact_folder(model.name)
+                           scheduler=scheduler, callbacks=callbacks.callbacks, run=run, lease=owned, finish_by=end)
+    model, session = prepared.model, prepared.session
+    store, run, output = session.store, session.run_id, settings.artifact_folder(model.name)
     phases = {"import": prepared.import_seconds, "extract": time.perf_counter() - start - prepared.import_seconds}
     with prepared:
-        told.phase(f"tuning as run {run} of {stores.display_url(store.url)}"
-                   + (f", resumed after {len(loop.trials)} trials" if loop.trials else ""))
-        left = None if end is None else loop.ledger.seconds_left()
+        callbacks.phase(f"tuning as run {run} of {stores.display_url(store.url)}"
+                        + (f", resumed after {len(session.trials)} trials" if session.trials else ""))
+        left = None if end is None else session.ledger.seconds_left()
         kept = None if end is None else end - time.perf_counter() - left  # for the steps after tuning
-        before = loop.ledger.trials
-        told.tuning_started(loop.model, budget if left is None or left <= 0 else dataclasses.replace(
-            budget, time_budget=min(budget.time_budget, loop.elapsed + left)))
-        tune_start, parts_start = time.perf_counter(), _energy_parts(loop.meter)
-        final = loop.run()
+        before = session.ledger.trials
+        callbacks.tuning_started(session.model, budget if left is None or left <= 0 else dataclasses.replace(
+            budget, time_budget=min(budget.time_budget, session.elapsed + left)))
+        tune_start, parts_start = time.perf_counter(), _energy_parts(session.meter)
+        final = session.run()
         phases["tune"] = time.perf_counter() - tune_start
-        parts = {name: joules - parts_start[name] for name, joules in _energy_parts(loop.meter).items()}
-        told.tuning_finished()
+        parts = {name: joules - parts_start[name] for name, joules in _energy_parts(session.meter).items()}
+        callbacks.tuning_finished()
     note = None if left is None else short_budget_note(budget.time_budget, left, imported=phases["import"],
                                                        extracted=phases["extract"], kept=kept,
                                                        measured=final.trials - before)
     if note is not None:
         _log.warning("%s", note)
-    model = loop.model  # with the default latencies the run measured or stored
+    model = session.model  # with the default latencies the run measured or stored
 
     raise_if_stopped()
     summary = summarize(store, run)  # what the run did, for the artifact and the result alike
-    done = finish(model, loop.database, output, source=source, example_inputs=example_inputs, seed=settings.seed,
-                  compare_torch=settings.references, timing_rounds=settings.timing_rounds, on_phase=told.phase,
-                  metadata=dict(
-                      graph_level=model.level, scheduler=type(loop.scheduler).__name__, run=run,
-                      trials=summary.trials, failures=summary.failures, tuning_seconds=summary.elapsed,
-                      evaluator=settings.evaluator, cost_model=settings.cost_model, shared_trials=loop.shared,
-                      pretrained_tasks=loop.pretrained_tasks, versions=tvm_env.versions(),
-                      latency_estimate_history=[list(point) for point in loop.history]),
-                  checked=None if loop.checker is None else loop.checker.fastest_before(final.trials),
-                  built=None if loop.checker is None else loop.checker.holding(final.trials),
-                  time_untuned=settings.time_untuned, finish_by=end)
+    checker = session.checker
+    done = finish(model, session.database, output, FinishRequest(
+        source=source, example_inputs=example_inputs, seed=settings.seed, references=settings.references,
+        timing_rounds=settings.timing_rounds, time_untuned=settings.time_untuned, finish_by=end,
+        metadata=dict(
+            graph_level=model.level, scheduler=type(session.scheduler).__name__, run=run,
+            trials=summary.trials, failures=summary.failures, tuning_seconds=summary.elapsed,
+            evaluator=settings.evaluator, cost_model=settings.cost_model, shared_trials=session.shared,
+            pretrained_tasks=session.pretrained_tasks, versions=tvm_env.versions(),
+            latency_estimate_history=[list(point) for point in session.history]),
+        checked=None if checker is None else checker.fastest_before(final.trials),
+        built=None if checker is None else checker.holding(final.trials)), on_phase=callbacks.phase)
     store.add_artifact(run, output, done.metadata)
     store.set_status(run, stores.FINISHED)
     phases["compile"] = time.perf_counter() - start - sum(phases.values())
-    return _result(summary, done, name=model.name, phases=phases,
-                   decision_seconds=loop.decision_seconds, shared=loop.shared, stopped_by=loop.ledger.stopped_by,
-                   meter=loop.meter, joules_parts={} if before else parts, pretrained_tasks=loop.pretrained_tasks)
+    return _result(summary, done, session, name=model.name, phases=phases, joules_parts={} if before else parts)
 
 
-def _result(summary: RunSummary, done: Finished, *, name: str, phases: dict[str, float], decision_seconds: float,
-            shared: int, stopped_by: str | None, meter, joules_parts: dict[str, float],
-            pretrained_tasks: int) -> TuneResult:
+def _result(summary: RunSummary, done: Finished, session: Session, *, name: str, phases: dict[str, float],
+            joules_parts: dict[str, float]) -> TuneResult:
     """The :class:`TuneResult` of a finished run: what the run did as its store tells it (``summary``), what
-    the finishing step measured (``done``), and what the tuning process alone knows (``joules_parts``: the
-    tuning's energy by device, when the run was tuned in one sitting)."""
-    timed = done.references
-    return TuneResult(done.artifact, name, len(summary.tasks), summary.trials, summary.failures, summary.elapsed,
-                      decision_seconds, done.untuned_latency, done.tuned_latency, summary.estimate,
-                      done.max_error, timed["torch_eager"], shared, summary.curve, summary.run.id, phases,
-                      timed["onnxruntime"], done.timing, stopped_by, summary.measured,
-                      summary.joules if meter is not None else None,
-                      meter is not None and meter.read().estimated,
-                      sum(c.skipped for c in summary.checkpoints),
+    the finishing step measured (``done``), and what the tuning process alone knows (``session``, and
+    ``joules_parts``: the tuning's energy by device, when the run was tuned in one sitting)."""
+    timed, meter, shared = done.references, session.meter, session.shared
+    return TuneResult(artifact=done.artifact, model=name, tasks=len(summary.tasks), trials=summary.trials,
+                      failures=summary.failures, tuning_seconds=summary.elapsed,
+                      decision_seconds=session.decision_seconds, untuned_latency=done.untuned_latency,
+                      tuned_latency=done.tuned_latency,
+                      estimated_latency=summary.estimate, max_error=done.max_error,
+                      torch_latency=timed["torch_eager"], shared=shared, history=summary.curve, run=summary.run.id,
+                      phase_seconds=phases, onnxruntime_latency=timed["onnxruntime"], timing=done.timing,
+                      stopped_by=session.ledger.stopped_by, measured=summary.measured,
+                      joules=summary.joules if meter is not None else None,
+                      joules_estimated=meter is not None and meter.read().estimated,
+                      skipped=sum(c.skipped for c in summary.checkpoints),
                       cuda_graph_latency=timed["cuda_graph"], aot_latency=timed["aot"],
                       joules_parts=joules_parts, records=done.metadata.get("records", "final"),
                       final_latency=done.metadata.get("final_records_latency_s"), untuned_estimate=summary.untuned,
                       ratios=done.ratios, since_check=done.since_check, base_tasks=summary.base_tasks,
-                      records_base=summary.run.settings.get("records_base"), pretrained_tasks=pretrained_tasks)
+                      records_base=summary.run.settings.get("records_base"),
+                      pretrained_tasks=session.pretrained_tasks)
 
 
 def _energy_parts(meter) -> dict[str, float]:

@@ -135,8 +135,9 @@ def simulate(models: Sequence[FleetModel], policy, *, workers: int, round_second
     trials = sum(run.ledger.trials for run in runs)
     slots = sum(len(run.picks) for run in runs)
     load = (trials * COMMIT_SECONDS + slots * READ_SECONDS) / wall if wall > 0 else 0.0
-    return FleetRun(workers, wall, tuple(reached), busy, rounds, suspensions, resumptions, trials, slots,
-                    policy_seconds, load, tuple(progress))
+    return FleetRun(workers=workers, wall=wall, reached=tuple(reached), busy=busy, rounds=rounds,
+                    suspensions=suspensions, resumptions=resumptions, trials=trials, slots=slots,
+                    policy_seconds=policy_seconds, store_load=load, progress=tuple(progress))
 
 
 def fleet_of(traces: Sequence[Trace], size: int, *, within: float = 0.10) -> list[FleetModel]:

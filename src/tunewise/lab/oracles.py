@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tunewise._numbers import is_whole
 from tunewise.lab.replay import TaskRun, Trace, TraceTask
 from tunewise.tuning.ledger import slot_size
 from tunewise.tuning.state import Snapshot, TaskView
@@ -36,8 +37,7 @@ class Oracle:
     """
 
     def __init__(self, *, trace: Trace, seed_index: int, lookahead: int | None = 1):
-        if lookahead is not None and (isinstance(lookahead, bool) or not isinstance(lookahead, int)
-                                      or lookahead < 1):
+        if lookahead is not None and (not is_whole(lookahead) or lookahead < 1):
             raise ValueError(f"lookahead must be an integer >= 1 or None, got {lookahead!r}")
         self.trace = trace
         self.seed_index = seed_index

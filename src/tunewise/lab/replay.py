@@ -1,14 +1,10 @@
-"""Trace replay: task schedulers compared on recorded tuning, in seconds instead of hours, without TVM.
-
-A :class:`Trace` holds a model's tasks (name, weight, FLOPs, default latency) and, for each of a few seeds,
+"""Trace replay: task schedulers compared on recorded tuning, in seconds instead of hours, without TVM. A
+:class:`Trace` holds a model's tasks (name, weight, FLOPs, default latency) and, for each of a few seeds,
 every task tuned *alone*: each trial's measured latency (``inf`` for a failure) and its cost, the wall-clock
 seconds it took including its share of the search, the build and the run. :func:`replay` simulates
-:class:`tunewise.tuning.session.Session` with any scheduler: a slot given to task ``k`` takes the next trials of
-``k``'s recorded run, and the clock advances by their recorded costs plus the scheduler's own decision time.
-A task's trials do not depend on when its slots come, so every scheduler faces the same outcomes.
-
-What a replay cannot show: in a real run the tasks share one cost model, so a task's search may gain from
-the others' measurements; in the traces each task was tuned with a cost model of its own.
+:class:`tunewise.tuning.session.Session` with any scheduler: a slot of task ``k`` takes the next trials of
+``k``'s recorded run, so every scheduler faces the same outcomes. What it cannot show: in a real run the tasks
+share one cost model; in the traces each task was tuned with a cost model of its own.
 
 >>> from tunewise.lab.synthetic import synthetic
 >>> from tunewise.schedulers import RoundRobin
@@ -189,34 +185,23 @@ class TraceRun:
                       self.ledger.snapshot(), self.ledger.stopped_by)
 
 
-def replay(trace: Trace, scheduler, *, seed_index: int, trials_per_slot: int = 16, max_trials: int | None = None,
-           time_budget: float | None = None, per_task_trials: int | None = None, patience: int | None = None,
+def replay(trace: Trace, scheduler, *, seed_index: int, trials_per_slot: int = 16, budget: Budget | None = None,
            decision_cost: float | None = None, stoppers=(), watts: float | None = None) -> Replay:
-    """Simulate :meth:`tunewise.tuning.session.Session.run` on ``trace.runs[seed_index]`` with ``scheduler`` (anything
-    with a :class:`~tunewise.schedulers.TaskScheduler`'s ``next(snapshot)``).
+    """Simulate :meth:`tunewise.tuning.session.Session.run` on ``trace.runs[seed_index]`` with ``scheduler``
+    (anything with a :class:`~tunewise.schedulers.TaskScheduler`'s ``next(snapshot)``) under ``budget`` (none:
+    until every recorded trial is used).
 
-    The rules are the session's own :class:`~tunewise.tuning.ledger.Ledger`, told each slot's recorded trials: the
-    chosen task gets the trials its slot size allows, taken in order from its recorded run (fewer at the run's
-    end), and a task is also finished after the slot that uses up its recorded run (a task with an empty run
-    from the start). One difference: under a time limit the session also shrinks or skips a slot that the
-    durations of earlier slots say would overrun it (:class:`tunewise.tuning.timebudget.SlotPace`), where the replay
-    runs it whole; the estimate at a budget is then the curve's last point at or before it (what
-    ``bench/studies/schedulers/short_budgets.py`` reads). With no budget at all, the run goes on until every recorded
-    trial is used.
-
-    The clock advances by the scheduler's decision time, then by the recorded costs of the slot's trials.
-    The decision time is measured (``time.perf_counter`` around :meth:`~TaskScheduler.next`) unless
-    ``decision_cost`` gives the seconds to charge per decision instead (``0.0`` leaves the scheduler's
-    overhead out, and makes the replay deterministic). Raises ``RuntimeError`` if the scheduler chooses a
-    finished task.
-
-    ``stoppers`` are stop rules (:mod:`tunewise.stoppers`), asked before every slot on the simulated clock as
-    the session's ledger asks them; a trace records no energy, so the run's joules are ``watts`` times its
-    simulated seconds when ``watts`` is given, else unknown (an energy budget then raises
-    :class:`~tunewise.errors.InputError`).
+    The rules are the session's :class:`~tunewise.tuning.ledger.Ledger`, told each slot's recorded trials, taken
+    in order from the task's run; a task is also finished once its recorded run is used up. Unlike the session,
+    a slot is never shrunk to fit a time limit (the estimate at a budget is the curve's last point before it).
+    The clock advances by the decision time (measured, or ``decision_cost`` seconds a decision: ``0.0`` makes
+    the replay deterministic), then by the trials' recorded costs. ``stoppers`` (:mod:`tunewise.stoppers`) are
+    asked before every slot; the run's joules are ``watts`` times its simulated seconds (``None``: unknown, and
+    an energy budget raises :class:`~tunewise.errors.InputError`). Raises ``RuntimeError`` if the scheduler
+    chooses a finished task.
     """
     run = TraceRun(trace, scheduler, seed_index=seed_index, trials_per_slot=trials_per_slot,
-                   budget=Budget(max_trials, time_budget, per_task_trials, patience), decision_cost=decision_cost,
+                   budget=budget, decision_cost=decision_cost,
                    stoppers=stoppers, watts=watts)
     while run.step():
         pass

@@ -127,8 +127,8 @@ def extract(imported, target, *, level: str | None = None, measurer=None) -> Ext
     task_mods = tuple(t.dispatched[0] for t in extracted)
     tasks = tuple(Task(t.task_name, f"{structural_hash(m) & (2**64 - 1):016x}", int(t.weight), _flops(m), math.inf)
                   for t, m in zip(extracted, task_mods, strict=True))
-    model = ExtractedModel(imported.name, mod, target, tasks, task_mods, level, imported.inputs,
-                           imported.reference_outputs)
+    model = ExtractedModel(name=imported.name, mod=mod, target=target, tasks=tasks, task_mods=task_mods, level=level,
+                           inputs=imported.inputs, reference_outputs=imported.reference_outputs)
     return model if measurer is None else measure_defaults(model, measurer)
 
 

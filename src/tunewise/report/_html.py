@@ -18,7 +18,7 @@ import os
 import time
 from collections import Counter
 
-from tunewise import energy
+from tunewise import energy, infinity
 from tunewise.delivery.destinations import check_file
 from tunewise.report._plot import heavy_tasks
 from tunewise.report._summary import RunSummary
@@ -43,7 +43,7 @@ def failure_kind(kind: str) -> str:
 
 
 def _ms(seconds) -> float | None:
-    return seconds * 1e3 if isinstance(seconds, int | float) and math.isfinite(seconds) else None
+    return None if seconds is None else infinity.to_json(seconds * 1e3)
 
 
 def _artifact_time(summary: RunSummary, metadata) -> float:

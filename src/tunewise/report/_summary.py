@@ -128,9 +128,10 @@ def summarize(store: Store, run: int) -> RunSummary:
     estimate = model_latency((s.weight, s.default_latency, best) for s, best in zip(stored_tasks, bests, strict=True))
     total_seconds = sum(seconds)
     tasks = tuple(
-        TaskSummary(s.index, s.name, s.weight, len(curve), fails, curve[-1][1] if curve else math.inf,
-                    s.default_latency, s.weight * latency / estimate if 0 < estimate < math.inf else 0.0,
-                    spent, spent / total_seconds if total_seconds > 0 else 0.0, tuple(curve))
+        TaskSummary(index=s.index, name=s.name, weight=s.weight, trials=len(curve), failures=fails,
+                    best=curve[-1][1] if curve else math.inf, default_latency=s.default_latency,
+                    latency_share=s.weight * latency / estimate if 0 < estimate < math.inf else 0.0,
+                    seconds=spent, time_share=spent / total_seconds if total_seconds > 0 else 0.0, curve=tuple(curve))
         for s, curve, fails, latency, spent in zip(stored_tasks, curves, failures, current, seconds, strict=True))
     untuned = model_latency((s.weight, s.default_latency, math.inf) for s in stored_tasks) if stored_tasks else math.inf
     estimate = estimate if stored_tasks else math.inf  # an import has no tasks: no model to estimate
@@ -138,11 +139,14 @@ def summarize(store: Store, run: int) -> RunSummary:
     measured = tuple(store.get_model_latencies(run))
     metered = [c.joules for c in checkpoints if c.joules is not None] + [m.joules for m in measured
                                                                           if m.joules is not None]
-    return RunSummary(spec, tasks, len(trials), sum(t.error is not None for t in trials),
-                      checkpoints[-1].elapsed if checkpoints else 0.0, untuned, estimate, curve, tuple(checkpoints),
-                      tuple(Failure(t.task, t.error, t.message) for t in trials if t.error is not None),
-                      tuple(store.get_artifacts(run)), measured, math.fsum(metered) if metered else None,
-                      *_waste(trials, checkpoints),
+    waste_seconds, waste_joules = _waste(trials, checkpoints)
+    return RunSummary(run=spec, tasks=tasks, trials=len(trials), failures=sum(t.error is not None for t in trials),
+                      elapsed=checkpoints[-1].elapsed if checkpoints else 0.0, untuned=untuned, estimate=estimate,
+                      curve=curve, checkpoints=tuple(checkpoints),
+                      failed=tuple(Failure(t.task, t.error, t.message) for t in trials if t.error is not None),
+                      artifacts=tuple(store.get_artifacts(run)), measured=measured,
+                      joules=math.fsum(metered) if metered else None, waste_seconds=waste_seconds,
+                      waste_joules=waste_joules,
                       base_tasks=len({t.task for t in trials if t.origin == FROM_BASE and t.task is not None}))
 
 

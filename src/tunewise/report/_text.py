@@ -19,7 +19,7 @@ def ms(seconds: float) -> str:
 def check_text(point) -> str:
     """A whole-model check (:class:`~tunewise.stores.ModelLatency`) as a summary shows it, saying so where its
     latency was read from the previous check's model, its own time coming in a slow stretch of the machine
-    (:func:`tunewise.tuning.checks.reading`)."""
+    (:func:`tunewise.tuning.model_checks.reading`)."""
     if not math.isfinite(point.latency):
         return f"failed at {point.elapsed:.0f}s ({point.message})"
     text = f"{ms(point.latency)} ms at {point.elapsed:.0f}s"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tunewise._numbers import is_whole
 from tunewise.schedulers._base import TaskScheduler
 from tunewise.schedulers._prior import heaviest_first
 from tunewise.tuning.state import Snapshot, TaskView
@@ -29,7 +30,7 @@ class Gradient(TaskScheduler):
     def __init__(self, *, alpha: float = 0.2, window: int = 3, seed: int | None = None):
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        if not is_whole(window) or window < 1:
             raise ValueError(f"window must be an integer >= 1, got {window!r}")
         self.alpha = alpha
         self.window = window

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from tunewise._numbers import is_whole
 from tunewise.schedulers._round_robin import RoundRobin
 from tunewise.tuning.state import TaskView
 
@@ -23,7 +24,7 @@ class Survey(RoundRobin):
     """
 
     def __init__(self, *, patience: int = 3):
-        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+        if not is_whole(patience) or patience < 1:
             raise ValueError(f"patience must be an integer >= 1, got {patience!r}")
         self.patience = patience
 

@@ -62,7 +62,7 @@ class Members:
                 return view.index
         return None
 
-    def told(self, member: TaskView, representative: TaskView, latencies: Sequence[float]) -> None:
+    def transfer_measured(self, member: TaskView, representative: TaskView, latencies: Sequence[float]) -> None:
         """A transfer slot of ``member`` measured ``latencies`` (``member`` as it is after the slot,
         ``representative`` as it was given)."""
         self._given[member.index] = representative.best

@@ -25,6 +25,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from tunewise._numbers import is_number
 from tunewise.delivery import destinations
 from tunewise.errors import InputError
 
@@ -288,7 +289,7 @@ def _text(value) -> str:
 
 def _seconds(values) -> list[float]:
     if not isinstance(values, list) or not values or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+            is_number(v) and v > 0 for v in values):
         raise ValueError(f"run seconds must be a list of positive numbers, got {str(values)[:60]}")
     return [float(v) for v in values]
 

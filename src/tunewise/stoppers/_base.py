@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import abc
-import math
 
+from tunewise._numbers import is_positive, is_whole
 from tunewise.tuning.state import Cost, Snapshot
 
 
@@ -36,8 +36,7 @@ class StopRule(abc.ABC):
 
 def positive(name: str, value: object, *, integer: bool = False) -> None:
     """Raise ``ValueError`` unless ``value`` is a finite number > 0 (an ``int`` when ``integer``)."""
-    kinds = (int,) if integer else (int, float)
-    if not isinstance(value, kinds) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+    if not is_positive(value) or (integer and not is_whole(value)):
         raise ValueError(f"{name} must be a positive {'integer' if integer else 'number'}, got {value!r}")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from tunewise._numbers import is_real
 from tunewise.errors import InputError
 from tunewise.stoppers._base import StopRule
 from tunewise.tuning.state import Cost, Snapshot
@@ -26,7 +27,7 @@ class DiminishingReturns(StopRule):
     """
 
     def __init__(self, *, phi: float = -0.25, per: str = "seconds"):
-        if isinstance(phi, bool) or not isinstance(phi, (int, float)) or not math.isfinite(phi):
+        if not is_real(phi):
             raise ValueError(f"phi must be a finite number, got {phi!r}")
         if per not in _PER:
             raise ValueError(f"per must be one of {', '.join(_PER)}, got {per!r}")

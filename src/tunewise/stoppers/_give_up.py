@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tunewise._numbers import is_number
 from tunewise.stoppers._base import StopRule, milliseconds, positive
 from tunewise.tuning.state import Cost, Snapshot
 
@@ -24,7 +25,7 @@ class GiveUp(StopRule):
 
     def __init__(self, *, latency: float, probability: float):
         positive("latency", latency)
-        if isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0 < probability <= 1:
+        if not is_number(probability) or not 0 < probability <= 1:
             raise ValueError(f"probability must be a number in (0, 1], got {probability!r}")
         self.latency = latency
         self.probability = probability

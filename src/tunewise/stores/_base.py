@@ -156,7 +156,7 @@ class ModelLatency:
     """The whole model, compiled with the run's best records after ``trials`` trials and ``elapsed`` seconds
     of tuning, ran in ``latency`` seconds (``inf``: the check failed, ``message`` says why), as read from its
     own median time ``timed`` and, timed in turn with the previous check's model, its ratio ``to_previous`` to
-    that model's time in the same rounds (:func:`tunewise.tuning.checks.reading`; ``None``: not recorded, or no
+    that model's time in the same rounds (:func:`tunewise.tuning.model_checks.reading`; ``None``: not recorded, or no
     previous check). The check took ``seconds`` and ``joules`` (``None``: not metered)."""
 
     elapsed: float
@@ -171,7 +171,7 @@ class ModelLatency:
     @property
     def in_slow_stretch(self) -> bool:
         """Whether the check read the previous check's latency scaled, its own time coming in a slow stretch of
-        the machine (:func:`tunewise.tuning.checks.reading`)."""
+        the machine (:func:`tunewise.tuning.model_checks.reading`)."""
         return self.timed is not None and self.latency < self.timed
 
 

@@ -174,7 +174,7 @@ class StoreDatabase(ms.database.PyDatabase):
             raise InputError("this database has no run to add records to; it is read-only")
         run_secs = tuple(float(s) for s in record.run_secs) if record.run_secs is not None else ()
         self.store.add_trials(self.run, [StoredTrial(
-            self.workload_id(record.workload.mod, commit=True), record_json(record), run_secs,
+            workload=self.workload_id(record.workload.mod, commit=True), record=record_json(record), run_secs=run_secs,
             target=target_key(record.target), timestamp=time.time())])
 
     def get_top_k(self, workload, top_k: int) -> list:

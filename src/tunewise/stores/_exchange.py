@@ -79,7 +79,7 @@ def import_records(store: Store, directory: str) -> tuple[int | None, int]:
         identity = _identity(workload, target, text, run_secs)
         if identity not in seen:
             seen.add(identity)
-            new.append(StoredTrial(workload, text, run_secs, target=target, timestamp=now))
+            new.append(StoredTrial(workload=workload, record=text, run_secs=run_secs, target=target, timestamp=now))
     if not new:
         return None, 0
     targets = sorted({t.target or "" for t in new})

@@ -251,8 +251,9 @@ class SQLAlchemyStore(Store):
 
     @staticmethod
     def _run(row) -> Run:
-        return Run(row.id, row.model, row.target, row.scheduler, json.loads(row.settings), row.status,
-                   row.created, row.updated, row.owner, row.heartbeat)
+        return Run(id=row.id, model=row.model, target=row.target, scheduler=row.scheduler,
+                   settings=json.loads(row.settings), status=row.status, created=row.created, updated=row.updated,
+                   owner=row.owner, heartbeat=row.heartbeat)
 
     def get_run(self, run: int) -> Run:
         with self._engine.connect() as conn:
@@ -345,8 +346,8 @@ class SQLAlchemyStore(Store):
 
     def get_tasks(self, run: int) -> list[StoredTask]:
         with self._engine.connect() as conn:
-            return [StoredTask(row.task_index, row.name, row.workload_id, row.weight, row.flops,
-                               infinity.from_json(row.default_latency))
+            return [StoredTask(index=row.task_index, name=row.name, workload=row.workload_id, weight=row.weight,
+                               flops=row.flops, default_latency=infinity.from_json(row.default_latency))
                     for row in conn.execute(select(s.tasks).where(s.tasks.c.run_id == run)
                                             .order_by(s.tasks.c.task_index))]
 
@@ -375,9 +376,11 @@ class SQLAlchemyStore(Store):
 
     @staticmethod
     def _trial(row, records: bool = True) -> StoredTrial:
-        return StoredTrial(row.workload_id, row.record if records else None, tuple(json.loads(row.run_secs)),
-                           row.error, row.message, row.task_index, row.slot, row.target, row.candidate,
-                           row.build_seconds, row.run_seconds, row.timestamp, row.origin)
+        return StoredTrial(workload=row.workload_id, record=row.record if records else None,
+                           run_secs=tuple(json.loads(row.run_secs)), error=row.error, message=row.message,
+                           task=row.task_index, slot=row.slot, target=row.target, candidate=row.candidate,
+                           build_seconds=row.build_seconds, run_seconds=row.run_seconds, timestamp=row.timestamp,
+                           origin=row.origin)
 
     def get_trials(self, run: int | None = None, *, records: bool = True) -> list[StoredTrial]:
         columns = [c for c in s.trials.c if records or c.name != "record"]
@@ -408,10 +411,12 @@ class SQLAlchemyStore(Store):
 
     def get_checkpoints(self, run: int) -> list[Checkpoint]:
         with self._engine.connect() as conn:
-            return [Checkpoint(row.slot, row.task_index, row.trials, row.elapsed, row.seconds,
-                               infinity.from_json(row.latency), row.joules, row.skipped,
-                               None if row.search_joules is None else tuple(getattr(row, c) for c in _PHASE_JOULES),
-                               None if row.forecast is None else Forecast.from_json(json.loads(row.forecast)))
+            return [Checkpoint(slot=row.slot, task=row.task_index, trials=row.trials, elapsed=row.elapsed,
+                               seconds=row.seconds, latency=infinity.from_json(row.latency), joules=row.joules,
+                               skipped=row.skipped,
+                               phase_joules=(None if row.search_joules is None
+                                             else tuple(getattr(row, c) for c in _PHASE_JOULES)),
+                               forecast=None if row.forecast is None else Forecast.from_json(json.loads(row.forecast)))
                     for row in conn.execute(select(s.checkpoints).where(s.checkpoints.c.run_id == run)
                                             .order_by(s.checkpoints.c.id))]
 
@@ -424,8 +429,9 @@ class SQLAlchemyStore(Store):
 
     def get_model_latencies(self, run: int) -> list[ModelLatency]:
         with self._engine.connect() as conn:
-            return [ModelLatency(row.elapsed, row.trials, infinity.from_json(row.latency), row.seconds, row.joules,
-                                 row.message, row.timed, row.to_previous)
+            return [ModelLatency(elapsed=row.elapsed, trials=row.trials, latency=infinity.from_json(row.latency),
+                                 seconds=row.seconds, joules=row.joules, message=row.message, timed=row.timed,
+                                 to_previous=row.to_previous)
                     for row in conn.execute(select(s.model_latencies).where(s.model_latencies.c.run_id == run)
                                             .order_by(s.model_latencies.c.id))]
 

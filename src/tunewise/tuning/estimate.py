@@ -6,7 +6,7 @@ a task adds :func:`task_latency` and the model takes :func:`model_latency`, the 
 how often each is called. Latencies in seconds; ``inf`` for a default that failed or a task never measured.
 
 Inside the compiled model the kernels run slower than tuning measures them (weights read from memory, the
-glue between them): a whole-model check (:mod:`tunewise.tuning.checks`) measures by how much, and
+glue between them): a whole-model check (:mod:`tunewise.tuning.model_checks`) measures by how much, and
 :func:`calibrated_latency` adds the gap it measured to the estimate (evidence: bench/studies/estimate/findings.md).
 """
 

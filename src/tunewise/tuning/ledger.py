@@ -1,45 +1,17 @@
 """The rules of a tuning run, free of TVM: which task's slot comes next, how many trials it gets, when a task
-and the whole run are finished, and what the run has found so far.
-
-A :class:`Ledger` is driven by *ask* and *tell*, one slot at a time::
+and the whole run are finished, and what the run has found so far. A :class:`Ledger` is driven by *ask* and
+*tell*, one slot at a time::
 
     while (slot := ledger.ask()) is not None:
         latencies = measure(slot.task, slot.n)   # propose and measure up to slot.n candidates
         ledger.tell(slot, latencies)             # seconds each; inf for a failure; [] for an exhausted space
 
-Every driver of a run tells the same ledger, so no rule exists twice: :class:`tunewise.tuning.session.Session`
-measures for real, resuming a run tells it the slots the store holds (:meth:`Ledger.recorded`), and
-:func:`tunewise.lab.replay.replay` tells it trials recorded earlier, on a simulated clock.
-
-The rules:
-
-- A run is over when :class:`Budget`'s total trials are used, its tuning time (or the driver's own time limit,
-  ``seconds_left``) is spent, no task is live, a stop rule (:mod:`tunewise.stoppers`: a latency goal, a cost
-  budget in seconds, joules or trials, diminishing returns) says so, or the scheduler returns ``None``. They
-  are checked before each slot, in that order; a slot is never cut short. The stop rules see the snapshot
-  and the run's :class:`~tunewise.tuning.state.Cost` (tuning seconds, trials, and joules when the driver meters
-  energy); the reason of the one that ended the run is kept in :attr:`Ledger.stopped_by`.
-- A slot of task ``k`` gets ``trials_per_slot`` trials, fewer when the run's or the task's trial budget has
-  fewer left; with a :class:`~tunewise.tuning.timebudget.SlotPace` under a time limit, only the trials the recent
-  slots say will finish in time (none fit: the run is over).
-- A task is finished after the slot that spends its ``per_task_trials``, that ends ``patience`` trials without
-  improvement (an improvement is a slot whose best beats the task's best before it), that proposed
-  nothing (its search space is exhausted), or after which the scheduler says the task is retired
-  (:meth:`~tunewise.schedulers.TaskScheduler.retired`: the survey scheduler's batches without improvement).
-- Under selective tuning (:class:`~tunewise.sharing.Members`), a group member is held: not live for the
-  scheduler, it is given its representative's best schedules instead. Before the scheduler is asked, a held
-  member due a transfer gets a *transfer slot* (:attr:`Slot.source` set, ``top`` trials at most, no scheduler
-  decision); after it, or after a search slot of its representative, the member may fall back to being searched.
-  A transfer slot that measured nothing makes the member fall back instead of finishing it. A resumed run tells
-  its stored slots in order, and a slot of a task that was held at that point is a transfer slot, so the
-  scheduler sees the same decisions again.
-- Whole-model latencies the driver measures (:meth:`Ledger.tell_model_latency`) are kept in the snapshot, for
-  the stop rules.
-- With a :class:`~tunewise.forecast.Forecaster`, the ledger forecasts the model latency after every slot it
-  is told (a resumed run: once, after its stored slots), with the tuning time the budgets leave; the snapshot
-  carries the latest forecast, for the stop rules and the driver.
-- The scheduler sees a frozen :class:`~tunewise.tuning.state.Snapshot` before every slot, resumed slots included, so
-  its own state follows its decisions; it must not choose a finished task (``RuntimeError``).
+Every driver tells the same ledger, so no rule exists twice: :class:`tunewise.tuning.session.Session` measures
+for real, a resumed run tells it the slots the store holds (:meth:`Ledger.restore`), and
+:func:`tunewise.lab.replay.replay` tells it recorded trials on a simulated clock. :meth:`Ledger.ask` says when
+the run is over and how large a slot is, :meth:`Ledger.tell` when a task is finished; the scheduler sees a frozen
+:class:`~tunewise.tuning.state.Snapshot` before every slot, resumed slots included, and must not choose a
+finished task (``RuntimeError``).
 """
 
 from __future__ import annotations
@@ -94,6 +66,18 @@ class Slot:
     source: int | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class Pacing:
+    """How a driver paces a run's slots beyond its budget: ``seconds_left(snapshot)``, a further time limit
+    (a whole command's deadline; ``None``: none); ``pace`` (:class:`~tunewise.tuning.timebudget.SlotPace`),
+    which sizes slots under a time limit; and ``searching(task, n)``, whether such a slot would run the
+    expensive search (``None``: never)."""
+
+    seconds_left: Callable[[Snapshot], float] | None = None
+    pace: SlotPace | None = None
+    searching: Callable[[int, int], bool] | None = None
+
+
 @dataclass
 class _Progress:
     best_history: list[float] = field(default_factory=list)
@@ -114,24 +98,19 @@ class Ledger:
     """The state and rules of one run (see the module docstring).
 
     ``tasks`` are the model's tasks (anything with ``name``, ``weight``, ``flops`` and ``default_latency``:
-    :class:`tunewise.lowering.tasks.Task`, :class:`tunewise.lab.replay.TraceTask`); ``clock()`` gives the run's tuning
-    time
-    so far in seconds (earlier sessions of the run included); ``seconds_left(snapshot)``, when given, is a
-    further time limit of the driver's (a whole command's deadline); ``pace`` sizes slots under a time limit,
-    ``searching(task, n)`` telling it whether such a slot would run the expensive search. Tasks in
-    ``exhausted`` are finished from the start. ``stoppers`` are stop rules (instances or names, see
-    :func:`tunewise.stoppers.create`); ``joules()``, when given, is the energy the run has used so far
-    (:meth:`tunewise.energy.EnergyMeter.read`), which they see in the run's :meth:`cost`. ``members``
-    (:class:`~tunewise.sharing.Members`) holds the members of selective tuning's groups (or
-    :meth:`set_members`). ``forecaster`` (:class:`~tunewise.forecast.Forecaster`), when given, forecasts
-    the model latency after every slot (:attr:`forecast`).
+    :class:`tunewise.lowering.tasks.Task`, :class:`tunewise.lab.replay.TraceTask`); ``clock()`` gives the run's
+    tuning time so far in seconds (earlier sessions of the run included); ``pacing`` (:class:`Pacing`) is the
+    driver's further time limit and slot pacing. Tasks in ``exhausted`` are finished from the start.
+    ``stoppers`` are stop rules (instances or names, see :func:`tunewise.stoppers.create`); ``joules()``, when
+    given, is the energy the run has used so far (:meth:`tunewise.energy.EnergyMeter.read`), which they see in
+    the run's :meth:`cost`. The members of selective tuning's groups are set with :meth:`set_members`.
+    ``forecaster`` (:class:`~tunewise.forecast.Forecaster`), when given, forecasts the model latency after
+    every slot (:attr:`forecast`).
     """
 
     def __init__(self, tasks: Sequence, scheduler, budget: Budget, *, trials_per_slot: int = 16,
-                 clock: Callable[[], float], seconds_left: Callable[[Snapshot], float] | None = None,
-                 pace: SlotPace | None = None, searching: Callable[[int, int], bool] | None = None,
-                 exhausted: Iterable[int] = (), stoppers: Iterable = (),
-                 joules: Callable[[], float] | None = None, members: Members | None = None, forecaster=None):
+                 clock: Callable[[], float], pacing: Pacing = Pacing(), exhausted: Iterable[int] = (),
+                 stoppers: Iterable = (), joules: Callable[[], float] | None = None, forecaster=None):
         if trials_per_slot <= 0:
             raise InputError(f"trials per slot must be positive, got {trials_per_slot}")
         self.tasks = tuple(tasks)
@@ -139,12 +118,12 @@ class Ledger:
         self.budget = budget
         self.trials_per_slot = trials_per_slot
         self.clock = clock
-        self.pace = pace
-        self._seconds_left = seconds_left
-        self._searching = searching or (lambda task, n: False)
+        self.pace = pacing.pace
+        self._seconds_left = pacing.seconds_left
+        self._searching = pacing.searching or (lambda task, n: False)
         self.stoppers = tuple(stop_rules.create(rule) for rule in stoppers)
         self._joules = joules
-        self.members = members
+        self.members: Members | None = None
         self.forecaster = forecaster
         self.forecast = None  # the latest forecast (tunewise.forecast.Forecast)
         self._forecasting = forecaster is not None  # off while a stored run is told
@@ -165,8 +144,10 @@ class Ledger:
     def snapshot(self) -> Snapshot:
         """The run now, frozen."""
         views = tuple(self._view(i) for i in range(len(self.tasks)))
-        return Snapshot(views, self.clock(), self.trials, self.slots, self.trials_per_slot, self._max_trials(),
-                        self.budget.per_task_trials, tuple(self.history), tuple(self.measured), self.forecast)
+        return Snapshot(tasks=views, elapsed=self.clock(), trials=self.trials, slot=self.slots,
+                        trials_per_slot=self.trials_per_slot, max_trials=self._max_trials(),
+                        per_task_trials=self.budget.per_task_trials, history=tuple(self.history),
+                        measured=tuple(self.measured), forecast=self.forecast)
 
     def _max_trials(self) -> int | None:
         """The run's trial budget, raised by the failed trials when they do not count against it."""
@@ -212,7 +193,15 @@ class Ledger:
         return not snapshot.live and self._due(snapshot) is None
 
     def ask(self) -> Slot | None:
-        """The next slot, or ``None`` when the run is over."""
+        """The next slot, or ``None`` when the run is over.
+
+        The run is over, checked in this order, when the budget's trials are used, its tuning time or the
+        driver's limit (:attr:`Pacing.seconds_left`) is spent, no task is live, a stop rule
+        (:mod:`tunewise.stoppers`) says so (its reason kept in :attr:`stopped_by`), or the scheduler returns
+        ``None``. A slot gets ``trials_per_slot`` trials, fewer when the run's or the task's trial budget has
+        fewer left, and under a time limit only those the :class:`~tunewise.tuning.timebudget.SlotPace` says
+        finish in time. Under selective tuning (:class:`~tunewise.sharing.Members`) a held member due a transfer
+        gets a transfer slot first (:attr:`Slot.source` set, ``top`` trials at most, no scheduler decision)."""
         if self._trials_spent() or self.seconds_left() <= 0:
             return None
         snapshot = self.snapshot()
@@ -271,11 +260,15 @@ class Ledger:
     def tell(self, slot: Slot, latencies: Sequence[float], *, exhausted: bool = False) -> None:
         """What ``slot`` measured: one latency in seconds per trial (``inf`` for a failure). No latencies, or
         ``exhausted``, finish the task: its search space has nothing more to propose; no latencies for a transfer
-        slot (:attr:`Slot.source`) make the member fall back to being searched instead."""
+        slot (:attr:`Slot.source`) make the member fall back to being searched instead. A task is also finished
+        after the slot that spends its ``per_task_trials``, that ends ``patience`` trials without improvement (a
+        slot whose best beats the task's best before it), or after which the scheduler says it is retired
+        (:meth:`~tunewise.schedulers.TaskScheduler.retired`). With a forecaster the ledger forecasts the model
+        latency after the slot."""
         progress = self._progress[slot.task]
         if not latencies:
             if slot.source is not None:
-                self.members.told(self._view(slot.task), self._view(slot.source), [])
+                self.members.transfer_measured(self._view(slot.task), self._view(slot.source), [])
             else:
                 progress.finished = True
                 self._searched(slot.task)
@@ -296,7 +289,7 @@ class Ledger:
                 or (self._retired is not None and self._retired(self._view(slot.task)))):
             progress.finished = True
         if slot.source is not None:
-            self.members.told(self._view(slot.task), self._view(slot.source), latencies)
+            self.members.transfer_measured(self._view(slot.task), self._view(slot.source), latencies)
         else:
             self._searched(slot.task)
         self.history.append((self.clock(), self.snapshot().estimated_latency()))
@@ -326,7 +319,7 @@ class Ledger:
         first, as the run stored them. Returns what the driver needs to go on from there."""
         from collections import defaultdict
 
-        clock, elapsed, joules, told = self.clock, 0.0, 0.0, []
+        clock, elapsed, joules, restored = self.clock, 0.0, 0.0, []
         self.clock = lambda: elapsed
         forecasting, self._forecasting = self._forecasting, False
         try:
@@ -349,13 +342,13 @@ class Ledger:
                 slot = self.recorded(checkpoint.slot, checkpoint.task, len(trials))
                 for k in sorted({t.task for t in trials}):
                     self.tell(replace(slot, task=k), [t.latency for t in trials if t.task == k])
-                told += trials
-            if forecasting and told:
+                restored += trials
+            if forecasting and restored:
                 self.update_forecast()
         finally:
             self.clock = clock
             self._forecasting = forecasting
-        return Restored(tuple(told), elapsed, joules, checks)
+        return Restored(trials=tuple(restored), elapsed=elapsed, joules=joules, checks=checks)
 
     def tell_model_latency(self, latency: float, *, at: float | None = None) -> None:
         """The whole model, built with the best schedules so far, ran in ``latency`` seconds (``inf``: it
@@ -374,10 +367,11 @@ class Ledger:
 
     def _view(self, i: int) -> TaskView:
         t, p = self.tasks[i], self._progress[i]
-        return TaskView(i, t.name, t.weight, t.flops, t.default_latency, tuple(p.best_history),
-                        tuple(p.trials_history), p.trials, p.failures, p.finished,
-                        None if self.members is None else self.members.source(i), tuple(p.slot_numbers),
-                        tuple(p.trial_bests))
+        return TaskView(index=i, name=t.name, weight=t.weight, flops=t.flops, default_latency=t.default_latency,
+                        best_history=tuple(p.best_history), trials_history=tuple(p.trials_history), trials=p.trials,
+                        failures=p.failures, finished=p.finished,
+                        source=None if self.members is None else self.members.source(i),
+                        slot_numbers=tuple(p.slot_numbers), trial_bests=tuple(p.trial_bests))
 
     def _stopped(self, snapshot: Snapshot) -> bool:
         if not self.stoppers:

@@ -3,7 +3,7 @@
 The stock ``LocalBuilder`` starts a fresh process pool for every batch, whose workers each import all tensor
 intrinsics, slowly enough that builds time out. :class:`BuilderPool` borrows its workers
 (:mod:`tunewise.tuning.workers`) for the run, started once per process; they import TVM and nothing else, and
-build with :func:`tunewise.tuning.tvm_env.build_candidate`. Candidates are measured one by one by a candidate
+build with :func:`tunewise.tuning.build.build_candidate`. Candidates are measured one by one by a candidate
 runner (:mod:`tunewise.candidate_runners`; by default a persistent worker process on this machine), so each
 trial gets its own run seconds, timed by an evaluator (:mod:`tunewise.evaluators`) that is told the task's
 best latency so far before every candidate.
@@ -28,6 +28,7 @@ from tunewise.errors import message_line
 from tunewise.job import interrupts
 from tunewise.target import usable_cores
 from tunewise.tuning import tvm_env
+from tunewise.tuning.build import build_candidate, export_candidate
 
 BUILD_ERROR, RUN_ERROR, TIMEOUT = "build", "run", "timeout"
 
@@ -87,10 +88,9 @@ class Measurement:
 
 
 def _build(mod, target, scratch: str) -> tuple[str, float]:
-    from tunewise.tuning import tvm_env
 
     start = time.perf_counter()
-    path = tvm_env.export_candidate(tvm_env.build_candidate(mod, target), scratch)
+    path = export_candidate(build_candidate(mod, target), scratch)
     return path, time.perf_counter() - start
 
 

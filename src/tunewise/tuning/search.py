@@ -35,7 +35,7 @@ class TaskSearch:
         self.mod, self.name, self.target = mod, name, target
         self.seed, self.num_threads, self.batch = seed, num_threads, batch
         self.context = None
-        self._told = None  # the context that proposed the slot's candidates: it is told their results
+        self._measuring = None  # the context that proposed the slot's candidates: it is told their results
         self.seen: set[str] = set()
         self.duplicates = 0
         self.earlier: list[StoredTrial] = []  # this task's trials from earlier sessions of the run
@@ -71,7 +71,7 @@ class TaskSearch:
                 return sampled
         if self.context is None:
             self._prepare(database, cost_model, max_trials)
-        self._told = self.context
+        self._measuring = self.context
         barren = 0  # searches in a row that found nothing new
         while len(self._queue) < n and barren < BARREN_SEARCHES:
             batch = self.context.generate_measure_candidates()
@@ -121,7 +121,7 @@ class TaskSearch:
             logger=ms.logging.get_logger("tunewise.tuning.search"),
         ).clone()
         context.pre_tuning(n, n, context.generate_design_space(), database, cost_model)
-        self._told = context
+        self._measuring = context
         return self._unseen(context.generate_measure_candidates() or [])
 
     def adopt(self, schedules, database, cost_model, max_trials: int) -> list[tuple[object, str]]:
@@ -135,7 +135,7 @@ class TaskSearch:
             return []
         if self.context is None:  # its cost model and search state are told the results
             self._prepare(database, cost_model, max_trials)
-        self._told = self.context
+        self._measuring = self.context
         return self._unseen([ms.MeasureCandidate(sch, args_info(sch.mod)) for sch in schedules])
 
     def _unseen(self, candidates) -> list[tuple[object, str]]:
@@ -152,8 +152,8 @@ class TaskSearch:
         return fresh
 
     def notify(self, candidates, results, cost_model) -> None:
-        self._told.notify_runner_results(candidates, results)
-        cost_model.update(self._told, candidates, results)
+        self._measuring.notify_runner_results(candidates, results)
+        cost_model.update(self._measuring, candidates, results)
 
 
 def runner_result(trial: StoredTrial):

@@ -1,37 +1,15 @@
 """The tuning loop: the only place that proposes, measures and records.
 
-Each iteration is one *slot*: the run's :class:`~tunewise.tuning.ledger.Ledger` asks the scheduler for a task (and
-decides how many trials it gets, and whether the run is over), the sharing planner
-(:class:`tunewise.sharing.Planner`) gives schedules made elsewhere where there are any, else that task's search
-(:class:`tunewise.tuning.search.TaskSearch`: MetaSchedule's evolutionary search guided by the shared cost model)
-proposes a batch of candidates, the :class:`~tunewise.tuning.measure.Measurer` builds and measures them, the ledger is
-told their latencies, and the slot's trials are committed to the store in one transaction with a checkpoint of
-the run (so a process killed at any point loses at most the slot in flight). The searches read the store
-through :class:`~tunewise.stores.StoreDatabase`, so they seed from every record of their workload, transferred
-schedules included (they are real trials of the task).
-
-The ledger holds the rules (:mod:`tunewise.tuning.ledger`): budgets (:class:`~tunewise.budget.Budget`), slot sizes,
-when a task is finished, and which tasks selective sharing holds. Under a time limit (the budget's, or a
-``deadline``) a slot is started only with the trials it has time for, as the durations of the slots before it
-predict (:class:`tunewise.tuning.timebudget.SlotPace`). Failed candidates count against the budgets and are reported
-separately.
-
-A new run whose model comes without default latencies
-(:attr:`~tunewise.lowering.tasks.ExtractedModel.defaults_measured`)
-starts at once: its first slot goes to the heaviest task by FLOPs (:func:`tunewise.schedulers.heaviest_by_flops`),
-then every task's default latency is measured in one batch, and that slot is recorded as the scheduler's first
-choice. A kill before it is recorded leaves a run without tasks, which starts afresh when resumed.
-
-A run whose store already holds trials is resumed: the ledger is told the slots the store holds (progress per
-task, budgets spent, tuning time, the scheduler's decisions), its cost model is retrained on its records, and
-candidates it already measured are never measured again. A slot stored twice (by two processes that tuned
-the run at once, before runs had owners) is replayed once, with every trial stored under it.
-
-A stop request (:mod:`tunewise.job.interrupts`) ends the run between slots, or drops the slot in flight (the
-:class:`~tunewise.job.interrupts.Interrupted` raised says how many candidates it had); a slot some of whose
-candidates failed while a stop was requested is dropped too (a signal to the process group may
-have killed a worker). With ``owner`` (:mod:`tunewise.job.lease`), each slot is committed only while that owner
-holds the run.
+Each *slot*: the run's :class:`~tunewise.tuning.ledger.Ledger` (the rules: budgets, slot sizes, when a task or
+the run is finished) hands out a task and its trials; the sharing planner (:class:`tunewise.sharing.Planner`)
+gives schedules made elsewhere, else the task's search (:class:`tunewise.tuning.search.TaskSearch`) proposes;
+the :class:`~tunewise.tuning.measure.Measurer` builds and measures them; the ledger is told their latencies;
+the trials are committed to the store in one transaction with a checkpoint, so a killed process loses at most
+the slot in flight. A new run without default latencies starts at once: its first slot goes to the heaviest
+task by FLOPs, then every task's default latency is measured in one batch. A run whose store holds trials is
+resumed (the ledger told the stored slots, the cost model retrained, no candidate measured twice). A stop
+request (:mod:`tunewise.job.interrupts`) ends the run between slots or drops the slot in flight; with an owner
+(:mod:`tunewise.job.lease`) each slot is committed only while that owner holds the run.
 """
 
 from __future__ import annotations
@@ -40,6 +18,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from tunewise import cost_models, schedulers, sharing, stores
 from tunewise import target as targets
@@ -52,97 +31,112 @@ from tunewise.job import interrupts
 from tunewise.lowering import tasks
 from tunewise.stores import Checkpoint, StoredTask, StoredTrial
 from tunewise.tuning import timebudget
-from tunewise.tuning.checks import ModelCheck
-from tunewise.tuning.ledger import Ledger, Slot, slot_size
+from tunewise.tuning.ledger import Ledger, Pacing, Slot, slot_size
+from tunewise.tuning.model_checks import ModelCheck
 from tunewise.tuning.search import TaskSearch, runner_result, trial_json
 from tunewise.tuning.state import Snapshot
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionParts:
+    """What a :class:`Session` is made of beside its model, scheduler, budget, measurer and run.
+
+    How it searches: ``trials_per_slot``; ``search_batch``, the candidates of one call of a task's evolutionary
+    search (``None``: ``trials_per_slot``); ``cost_model`` (a name or a MetaSchedule cost model; ``None``:
+    ``"xgb"``); ``seed``; ``pretrained``, the ``"xgb"`` cost model started from the model shipped for the
+    target's ISA class (:func:`tunewise.cost_models.pretrained_for`). How it shares: ``share`` (a
+    :data:`tunewise.sharing.MODES` name, checked by :class:`~tunewise.settings.RunSettings`), ``warm_start`` and
+    ``records_base`` (:func:`tunewise.sharing.open_base`; ``None``: none; its records are stored with
+    :data:`~tunewise.stores.FROM_BASE` as their origin). What it is plugged into: ``callbacks``
+    (:mod:`tunewise.callbacks`: instances or names), ``owner`` (:class:`tunewise.job.lease.Lease`'s),
+    ``deadline`` (maps a snapshot to the ``time.perf_counter()`` instant tuning must end by), ``stoppers``
+    (:mod:`tunewise.stoppers`), ``meter`` (:mod:`tunewise.energy`), ``checker``
+    (:class:`~tunewise.tuning.model_checks.ModelCheck`), ``candidate_filter`` (:mod:`tunewise.filters`) and
+    ``forecaster`` (:class:`~tunewise.forecast.Forecaster`).
+    """
+
+    trials_per_slot: int = 16
+    search_batch: int | None = None
+    cost_model: object = None
+    seed: int = 0
+    pretrained: bool = False
+    share: str = "same-anchor"
+    warm_start: bool = True
+    records_base: sharing.BaseIndex | None = None
+    callbacks: Sequence[Callback | str] = ()
+    owner: str | None = None
+    deadline: Callable[[Snapshot], float] | None = None
+    stoppers: Sequence = ()
+    meter: EnergyMeter | None = None
+    checker: ModelCheck | None = None
+    candidate_filter: CandidateFilter | None = None
+    forecaster: object = None
 
 
 class Session:
     """Tunes an :class:`~tunewise.lowering.tasks.ExtractedModel` under a budget with a task scheduler: the driver of a
     :class:`~tunewise.tuning.ledger.Ledger` that measures for real.
 
-    Trials are recorded as run ``run`` of ``store`` (a :class:`~tunewise.stores.Store`), which must exist;
-    the model's tasks are added to the run, or, when the run has some, checked against them and the run is
-    resumed from what the store holds (with the default latencies it stored). Each call of a task's evolutionary
-    search returns ``search_batch`` candidates (default: ``trials_per_slot``). ``model``'s default latencies,
-    when unmeasured, are measured by the session (:attr:`model` has them after the first slot of
-    :meth:`run`). ``database`` is the MetaSchedule view of the store the searches use (for compiling with the
-    results). ``callbacks`` (:mod:`tunewise.callbacks`: instances or names) are told
-    every recorded slot and every phase of the slot in flight. ``owner`` names the process that owns the run
-    (:class:`tunewise.job.lease.Lease`). ``deadline``, when given, maps a snapshot of the run to the
-    ``time.perf_counter()`` instant by which tuning must end (a whole command's budget, less what is left to
-    do after tuning). ``stoppers`` are the ledger's stop rules (:mod:`tunewise.stoppers`). ``meter``
-    (:mod:`tunewise.energy`) meters the run: each slot's joules are stored with its checkpoint, and the stop
-    rules see the run's energy. ``checker`` (:class:`~tunewise.tuning.checks.ModelCheck`) measures the whole model
-    between slots when it is due; each point is stored (:meth:`~tunewise.stores.Store.add_model_latency`)
-    and told to the ledger. ``candidate_filter`` (:mod:`tunewise.filters`) is told every measured trial and
-    skips proposals before they are measured; the search proposes others in their place (transferred
-    schedules are never skipped), and each slot's skipped count is stored with it. ``share`` is a
-    :data:`tunewise.sharing.MODES` name and ``warm_start`` lets new tasks start from other runs' records (see
-    the module docstring); ``records_base`` (:func:`tunewise.sharing.open_base`; ``None``: none) gives a new
-    task the record base's records where the store has none of its workload, each measured here as a trial
-    of the run, stored with :data:`~tunewise.stores.FROM_BASE` as its origin. ``pretrained`` starts the
-    ``"xgb"`` cost model (``cost_model`` ``None`` or ``"xgb"``) from the pretrained model shipped for the
-    target's ISA class, where there is one (:func:`tunewise.cost_models.pretrained_for`): each task's first
-    slot is then searched and ranked by it rather than sampled at random, and :attr:`pretrained_tasks` counts
-    the tasks it ranked so. ``forecaster`` (:class:`~tunewise.forecast.Forecaster`) forecasts the model latency
-    after every slot: the ledger's snapshots carry it, and each slot's forecast is stored with its checkpoint.
+    Trials are recorded as run ``run`` of ``store`` (a :class:`~tunewise.stores.Store`), which must exist; the
+    model's tasks are added to the run, or checked against those it has and the run resumed from what the store
+    holds. ``model``'s default latencies, when unmeasured, are measured by the session (:attr:`model` has them
+    after the first slot of :meth:`run`). ``parts`` (:class:`SessionParts`) says how it searches and shares and
+    what it is plugged into: the callbacks are told every recorded slot and phase; each slot's joules and
+    forecast are stored with its checkpoint; the checker's points are stored and told to the ledger; the
+    candidate filter is told every measured trial and skips proposals (transferred schedules never), each
+    slot's skipped count stored. :attr:`database` is the MetaSchedule view of the store the searches use;
+    :attr:`pretrained_tasks` counts the tasks whose first slot the pretrained cost model ranked.
     """
 
-    def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int, *, trials_per_slot: int = 16,
-                 search_batch: int | None = None, cost_model=None, seed: int = 0, share: str = "same-anchor",
-                 warm_start: bool = True, records_base: sharing.BaseIndex | None = None, pretrained: bool = False,
-                 callbacks: Sequence[Callback | str] = (), owner: str | None = None,
-                 deadline: Callable[[Snapshot], float] | None = None, stoppers: Sequence = (),
-                 meter: EnergyMeter | None = None, checker: ModelCheck | None = None,
-                 candidate_filter: CandidateFilter | None = None, forecaster=None):
+    def __init__(self, model, scheduler, budget: Budget, measurer, store, run: int,
+                 parts: SessionParts = SessionParts()):
         from tvm.s_tir import meta_schedule as ms
 
         if not budget.bounded:
             raise InputError("set a budget: trials, time or trials per task")
-        if share not in sharing.MODES:
-            raise InputError(f"unknown sharing mode {share!r}; choose one of: {', '.join(sharing.MODES)}")
         self.model = model
         self.scheduler = scheduler
         self.budget = budget
         self.measurer = measurer
         self.store = store
         self.run_id = run
-        self.owner = owner
+        self.owner = parts.owner
         self.database = stores.StoreDatabase(store, run=run, target=model.target)
-        self.trials_per_slot = trials_per_slot
+        self.trials_per_slot = trials_per_slot = parts.trials_per_slot
         num_threads = targets.num_cores(model.target)
+        cost_model = parts.cost_model
         named_xgb = cost_model is None or (isinstance(cost_model, str) and cost_model == "xgb")
-        prior = cost_models.pretrained_for(model.target) if pretrained and named_xgb else None
+        prior = cost_models.pretrained_for(model.target) if parts.pretrained and named_xgb else None
         self.prior = prior  # the pretrained model the cost model started from (None: none)
         self.cost_model = cost_models.create(cost_model or "xgb", **(
             {} if isinstance(cost_model, ms.CostModel) else
-            {"seed": seed, "num_tuning_cores": num_threads, **({} if prior is None else {"prior": prior})}))
+            {"seed": parts.seed, "num_tuning_cores": num_threads, **({} if prior is None else {"prior": prior})}))
         self.pretrained_tasks = 0  # tasks whose first slot the pretrained model ranked (in this process)
-        self.callbacks = CallbackList(callbacks)
+        self.callbacks = CallbackList(parts.callbacks)
         self.pace = timebudget.SlotPace()
         self.trials: list[StoredTrial] = []
-        self._searches = [TaskSearch(m, t.name, model.target, seed + i + 1, num_threads,
-                                      search_batch or trials_per_slot)
+        self._searches = [TaskSearch(m, t.name, model.target, parts.seed + i + 1, num_threads,
+                                      parts.search_batch or trials_per_slot)
                           for i, (t, m) in enumerate(zip(model.tasks, model.task_mods, strict=True))]
         self._workloads = [self.database.workload_id(m, commit=True) for m in model.task_mods]
-        self.share = share
-        self.planner = sharing.Planner(model, share, warm_start, store, self.database, self._workloads,
-                                       records_base)
+        self.share = parts.share
+        self.planner = sharing.Planner(model, parts.share, parts.warm_start, store, self.database, self._workloads,
+                                       parts.records_base)
         self.shared = 0  # trials that were schedules transferred from other tasks or runs (not from the base)
         self._offset = 0.0  # tuning time of earlier sessions of the run
         self._start = None
-        self.meter, self.checker, self.filter = meter, checker, candidate_filter
+        self.meter, self.checker, self.filter = parts.meter, parts.checker, parts.candidate_filter
         self.skipped = 0  # proposals the filter skipped in this process
         self._joules_offset = 0.0  # energy of earlier sessions of the run
         self._in_flight: int | None = None  # the candidates of the slot in flight, until it is recorded
-        self._meter_start = None if meter is None else meter.read().joules
+        self._meter_start = None if self.meter is None else self.meter.read().joules
+        deadline = parts.deadline
         self.ledger = Ledger(
             model.tasks, scheduler, budget, trials_per_slot=trials_per_slot, clock=lambda: self.elapsed,
-            seconds_left=None if deadline is None else (lambda snapshot: deadline(snapshot) - time.perf_counter()),
-            pace=self.pace, searching=lambda k, n: self._searches[k].searches(n, untrained=self._untrained),
-            stoppers=stoppers, joules=None if meter is None else self.joules, forecaster=forecaster)
+            pacing=Pacing(
+                seconds_left=None if deadline is None else (lambda snapshot: deadline(snapshot) - time.perf_counter()),
+                pace=self.pace, searching=lambda k, n: self._searches[k].searches(n, untrained=self._untrained)),
+            stoppers=parts.stoppers, joules=None if self.meter is None else self.joules, forecaster=parts.forecaster)
         self._attach()
 
     # -- state -------------------------------------------------------------------------------------------
@@ -204,7 +198,8 @@ class Session:
             self.filter.tell([Measured(t.workload, t.record, t.latency) for t in self.trials if t.record])
 
     def _add_tasks(self) -> None:
-        self.store.add_tasks(self.run_id, [StoredTask(i, t.name, w, t.weight, t.flops, t.default_latency)
+        self.store.add_tasks(self.run_id, [StoredTask(index=i, name=t.name, workload=w, weight=t.weight, flops=t.flops,
+                                                      default_latency=t.default_latency)
                                            for i, (t, w) in enumerate(zip(self.model.tasks, self._workloads,
                                                                           strict=True))])
 
@@ -267,15 +262,18 @@ class Session:
 
     def check_model(self) -> None:
         """Measure the whole model with the best records so far, now (the session's
-        :class:`~tunewise.tuning.checks.ModelCheck`, which the session must have; between slots, :meth:`run` does when
+        :class:`~tunewise.tuning.model_checks.ModelCheck`, which the session must have; between slots, :meth:`run` does
+        when
         the check is due); store the point and tell the ledger and the callbacks."""
         self.callbacks.phase("compiling and timing the model with the best records so far")
         start, joules = time.perf_counter(), self.joules()
         latency, message = self.checker.measure(self.model, self.database, trials=self.ledger.trials)
         checked = None if message else self.checker.latest
-        point = stores.ModelLatency(self.elapsed, self.ledger.trials, latency, time.perf_counter() - start,
-                                    None if self.meter is None else self.joules() - joules, message,
-                                    checked.timed if checked else None, checked.to_previous if checked else None)
+        point = stores.ModelLatency(elapsed=self.elapsed, trials=self.ledger.trials, latency=latency,
+                                    seconds=time.perf_counter() - start,
+                                    joules=None if self.meter is None else self.joules() - joules, message=message,
+                                    timed=checked.timed if checked else None,
+                                    to_previous=checked.to_previous if checked else None)
         self.store.add_model_latency(self.run_id, point)
         self.ledger.tell_model_latency(latency, at=point.elapsed)
         self.checker.checked(point.elapsed, point.seconds)
@@ -329,9 +327,11 @@ class Session:
             slot = self.ledger.recorded(slot.index, k, len(proposed))
             slot_start += time.perf_counter() - defaults_start  # they are not the slot's
         now, target, workload = time.time(), str(self.model.target), self.database.workload(self._workloads[k])
-        trials = [StoredTrial(self._workloads[k], trial_json(c, m, workload, self.model.target), m.run_secs,
-                              m.error, m.message, k, slot.index, target, key, m.build_seconds, m.run_seconds, now,
-                              stores.FROM_BASE if key in self.planner.from_base else None)
+        trials = [StoredTrial(workload=self._workloads[k], record=trial_json(c, m, workload, self.model.target),
+                              run_secs=m.run_secs, error=m.error, message=m.message, task=k, slot=slot.index,
+                              target=target, candidate=key, build_seconds=m.build_seconds,
+                              run_seconds=m.run_seconds, timestamp=now,
+                              origin=stores.FROM_BASE if key in self.planner.from_base else None)
                   for (c, key), m in zip(proposed, measurements, strict=True)]
         # no trials: the space is exhausted (or the per-task budget has no room); a held member falls back
         self.ledger.tell(slot, [t.latency for t in trials])
@@ -346,18 +346,20 @@ class Session:
                     self.filter.tell([Measured(t.workload, t.record, t.latency) for t in trials])
         finally:  # the trials are stored whatever that learning raised
             self.store.add_trials(self.run_id, trials, Checkpoint(
-                slot.index, k, len(trials), elapsed, time.perf_counter() - slot_start, latency,
-                self._slot_joules(slot_joules), skipped, phase_joules, self.ledger.forecast if trials else None),
-                owner=self.owner)
+                slot=slot.index, task=k, trials=len(trials), elapsed=elapsed, seconds=time.perf_counter() - slot_start,
+                latency=latency, joules=self._slot_joules(slot_joules), skipped=skipped, phase_joules=phase_joules,
+                forecast=self.ledger.forecast if trials else None), owner=self.owner)
             self._in_flight = None
         if not trials:
             return
         reading = None if self.meter is None else self.meter.read()
-        event = SlotEvent(slot.index, k, len(trials), sum(t.error is not None for t in trials), best_before,
-                          self.ledger.best(k), time.perf_counter() - slot_start, search_seconds, measure_seconds,
-                          slot.decision_seconds, len(shared), self._slot_joules(slot_joules),
-                          None if reading is None else self.joules(), reading is not None and reading.estimated,
-                          skipped)
+        event = SlotEvent(slot=slot.index, task=k, trials=len(trials),
+                          failures=sum(t.error is not None for t in trials), best_before=best_before,
+                          best_after=self.ledger.best(k), seconds=time.perf_counter() - slot_start,
+                          search_seconds=search_seconds, measure_seconds=measure_seconds,
+                          decision_seconds=slot.decision_seconds, shared=len(shared),
+                          joules=self._slot_joules(slot_joules), run_joules=None if reading is None else self.joules(),
+                          joules_estimated=reading is not None and reading.estimated, skipped=skipped)
         self.pace.record(searching=searching, trials=len(trials), measure_seconds=measure_seconds,
                          fixed=slot.decision_seconds + event.seconds - measure_seconds)
         self.callbacks.slot_recorded(event, self.snapshot())

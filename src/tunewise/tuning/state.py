@@ -109,11 +109,11 @@ class Snapshot:
         """Each task's slot durations (seconds, in its slot order), read off :attr:`history`: the told slots
         in slot-number order are its points after the first, each slot lasting from the point before it to its
         own. All empty when the history does not have one point per told slot (a snapshot built by hand)."""
-        told = sorted((number, t.index) for t in self.tasks for number in t.slot_numbers)
+        slots = sorted((number, t.index) for t in self.tasks for number in t.slot_numbers)
         durations: list[list[float]] = [[] for _ in self.tasks]
-        if len(self.history) != len(told) + 1:
+        if len(self.history) != len(slots) + 1:
             return tuple(() for _ in self.tasks)
-        for (_, task), (before, _), (after, _) in zip(told, self.history[:-1], self.history[1:], strict=True):
+        for (_, task), (before, _), (after, _) in zip(slots, self.history[:-1], self.history[1:], strict=True):
             durations[task].append(after - before)
         return tuple(tuple(d) for d in durations)
 

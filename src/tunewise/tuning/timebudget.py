@@ -64,7 +64,7 @@ def compile_estimate(build_seconds: float, untuned_latency: float | None, tuned_
     latency up to a round's :data:`~tunewise.delivery.timing.ROUND_MS`; with ``checked``, the export and timing of
     the fastest checked model; with an ``untuned_latency``, its build, export and timing. A latency that is not
     finite counts as 0. ``build_seconds`` is best what a whole-model check took to compile the tuned model
-    (:attr:`tunewise.tuning.checks.ModelCheck.build_seconds`), else what optimising and extracting the model took.
+    (:attr:`tunewise.tuning.model_checks.ModelCheck.build_seconds`), else what optimising and extracting the model took.
     """
     with_untuned = untuned_latency is not None
     untuned = untuned_latency if with_untuned and math.isfinite(untuned_latency) else 0.0

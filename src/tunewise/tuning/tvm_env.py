@@ -1,4 +1,4 @@
-"""Importing TVM the fast way, and building one candidate without the tensor-intrinsic import.
+"""Importing TVM the fast way (only the tensor intrinsics the target kind uses), its CUDA compiler and its threads.
 
 ``import tvm.s_tir.tensor_intrin`` registers the tensor intrinsics of every backend, slowly, and both
 ``TuneContext`` and the stock builder import it. So before anything imports the package, :func:`prepare`
@@ -21,7 +21,6 @@ import os
 import platform
 import shutil
 import sys
-import tempfile
 import types
 import warnings
 
@@ -144,27 +143,3 @@ def use_target_threads(target) -> None:
     run on TVM's CPU thread pool."""
     if target.kind.name == "llvm":
         use_threads(num_cores(target))
-
-
-def build_candidate(mod, target, params=None):
-    """Build one scheduled TIR module for ``target``: the stock ``default_build`` minus the intrinsic import.
-
-    Takes the stock builder's ``f_build(mod, target, params)`` signature (``params`` must be ``None``, as there),
-    so ``LocalBuilder(f_build=build_candidate)`` is the stock builder with only that fix.
-    """
-    if params:
-        raise ValueError("build_candidate takes no parameters to bind")
-    import tvm
-    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
-
-    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-    return tvm.driver.build(mod, target=target)
-
-
-def export_candidate(rt_mod, directory: str | None = None) -> str:
-    """Export a built module as a tar of object files and return its path (what the runner loads)."""
-    from tvm.support.tar import tar
-
-    path = os.path.join(tempfile.mkdtemp(dir=directory), "candidate." + tar.output_format)
-    rt_mod.export_library(path, fcompile=tar)
-    return path

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from tunewise.tuning.checks import EPOCH, SLOW_STRETCH, Checked, ModelCheck, reading
+from tunewise.tuning.model_checks import EPOCH, SLOW_STRETCH, Checked, ModelCheck, reading
 from tunewise.tuning.state import Snapshot, TaskView
 
 
@@ -70,8 +70,9 @@ def test_a_run_with_a_goal_stops_on_the_measured_latency_and_stores_it(tiny_mlp,
     goal = 10.0  # seconds: any compiled tiny-mlp reaches it, so the first check ends the run
     rule = stoppers.create("goal", latency=goal, measured_only=True)
     run = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=40), measurer, store,
-                          run_id, trials_per_slot=4, stoppers=[rule], meter=energy.create("estimate"),
-                          checker=ModelCheck(1e-3, goal=goal))
+                          run_id, session.SessionParts(trials_per_slot=4, stoppers=[rule],
+                                                       meter=energy.create("estimate"),
+                                                       checker=ModelCheck(1e-3, goal=goal)))
     final = run.run()
     (point,) = store.get_model_latencies(run_id)
     assert 0 < point.latency < 1e-3 and point.message == "" and point.seconds > 0 and point.joules > 0
@@ -86,8 +87,8 @@ def test_a_run_with_a_goal_stops_on_the_measured_latency_and_stores_it(tiny_mlp,
     assert all(j >= 0 for j in phases) and phases[1] > 0 and sum(phases) <= joules[0]  # building costs energy
     # resumed with a larger budget: the measured point is told again, and the goal still holds
     again = session.Session(tiny_mlp, schedulers.create("round-robin"), session.Budget(max_trials=80), measurer,
-                            store, run_id, trials_per_slot=4,
-                            stoppers=[stoppers.create("goal", latency=goal, measured_only=True)])
+                            store, run_id, session.SessionParts(trials_per_slot=4, stoppers=[
+                                stoppers.create("goal", latency=goal, measured_only=True)]))
     assert again.snapshot().measured == final.measured and again.run().trials == 4
     assert math.isclose(again.snapshot().measured[0][1], point.latency)
 

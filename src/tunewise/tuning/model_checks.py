@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tunewise._numbers import is_positive
 from tunewise.errors import ImportMismatchError, message_line
 
 if TYPE_CHECKING:
@@ -92,8 +93,7 @@ class ModelCheck:
     """
 
     def __init__(self, every: float | str = DEFAULT_EVERY, *, goal: float | None = None):
-        if every != EPOCH and (isinstance(every, bool) or not isinstance(every, (int, float))
-                               or not math.isfinite(every) or every <= 0):
+        if every != EPOCH and not is_positive(every):
             raise ValueError(f"the interval between model checks must be a positive number of seconds or "
                              f"{EPOCH!r}, got {every!r}")
         self.every = every
