@@ -146,7 +146,8 @@ def test_the_producers_written_in_place_read_their_weights_pre_packed(fires, hos
     store = stores.create("sqlite://")
     run = store.create_run(tuned.name, str(host_target), "round-robin", {})
     session.Session(tuned, schedulers.create_seeded("round-robin", 0),
-                    session.Budget(max_trials=4, per_task_trials=2), measurer, store, run, trials_per_slot=2).run()
+                    session.Budget(max_trials=4, per_task_trials=2), measurer, store, run,
+                    session.SessionParts(trials_per_slot=2)).run()
     database = stores.StoreDatabase(store, target=host_target)
     best = [database.get_top_k(database.commit_workload(m), 1)[0] for m in tuned.task_mods]
     assert all("meta_schedule.layout_rewrite_preproc" in str(record.trace) for record in best)
