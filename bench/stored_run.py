@@ -1,4 +1,5 @@
-"""A finished run of a store, opened again by the bench scripts that compile its model with its records."""
+"""A finished run of a store, opened again by the bench scripts that compile its model with its records, and the
+kernel calls of a compiled model."""
 
 from __future__ import annotations
 
@@ -47,3 +48,23 @@ def open_run(url: str, run: int, model: str | None = None, level: str | None = N
     prepared = prepare.load_model(settings.source, settings, target=target)
     prepared = prepared.with_default_latencies(s.default_latency for s in store.get_tasks(run))
     return StoredRun(target, prepared, stores.StoreDatabase(store, target=target))
+
+
+def kernel_calls(vm, arrays) -> list[tuple[str, object, list]]:
+    """Every kernel call one model call makes, in order: (name, function, the model's tensors it got)."""
+    import tvm
+
+    calls = []
+
+    def instrument(func, name, before_run, ret_value, *args):
+        if not before_run and not name.startswith("vm.builtin.") and args and all(
+                isinstance(a, tvm.runtime.Tensor) for a in args):
+            calls.append((name, func, list(args)))
+        return 0
+
+    vm.set_instrument(instrument)
+    try:
+        vm["main"](*arrays)
+    finally:
+        vm.set_instrument(None)
+    return calls

@@ -59,11 +59,12 @@ def host_target():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Test files with tests marked ``tvm`` (the slow ones) run first, each file's tests in their order, so that
-    the quick files even out the workers' loads at the end; tests marked ``gpu`` are skipped on a machine
-    without an NVIDIA GPU (TVM's device 0)."""
+    """The files sharing a tuned run first, then the other test files with tests marked ``tvm`` (the slow ones),
+    each file's tests in their order, so that the quick files even out the workers' loads at the end; tests marked
+    ``gpu`` are skipped on a machine without an NVIDIA GPU (TVM's device 0)."""
     slow_files = {item.path for item in items if item.get_closest_marker("tvm")}
-    items.sort(key=lambda item: item.path not in slow_files)  # stable: the collection order otherwise
+    # the files sharing a tuned run are one unit of work, the longest: it starts first, then the other slow files
+    items.sort(key=lambda item: (not _takes_a_shared_run(str(item.path)), item.path not in slow_files))
     gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_tests:
         return

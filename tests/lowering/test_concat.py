@@ -107,23 +107,30 @@ def test_an_input_used_elsewhere_is_copied_into_its_slice(host_target):
     assert compiler.verify(compiled, model.inputs, model.reference_outputs) < 1e-4
 
 
+def _best_records(model, keep, measurer, host_target, trials: int) -> tuple:
+    """``model`` reduced to its tasks ``keep``, tuned round-robin ``trials`` trials a task, and each task's best
+    record (``None`` where it has none)."""
+    tuned = dataclasses.replace(model, tasks=tuple(model.tasks[k] for k in keep),
+                                task_mods=tuple(model.task_mods[k] for k in keep))
+    store = stores.create("sqlite://")
+    run = store.create_run(tuned.name, str(host_target), "round-robin", {})
+    session.Session(tuned, schedulers.create_seeded("round-robin", 0),
+                    session.Budget(max_trials=trials * len(keep), per_task_trials=trials), measurer, store, run,
+                    session.SessionParts(trials_per_slot=trials)).run()
+    database = stores.StoreDatabase(store, target=host_target)
+    tops = [database.get_top_k(database.commit_workload(m), 1) for m in tuned.task_mods]
+    return tuned, [top[0] if top else None for top in tops]
+
+
 def test_tuned_records_of_the_slice_writers_apply(fires, host_target, measurer):
     import tvm
     from tvm import relax
 
     model = tasks.extract(fires, host_target, measurer=measurer)
     keep = [k for k, t in enumerate(model.tasks) if t.name.endswith("_slice")][:2]
-    tuned = dataclasses.replace(model, tasks=tuple(model.tasks[k] for k in keep),
-                                task_mods=tuple(model.task_mods[k] for k in keep))
-    store = stores.create("sqlite://")
-    run = store.create_run(tuned.name, str(host_target), "round-robin", {})
-    session.Session(tuned, schedulers.create_seeded("round-robin", 0),
-                    session.Budget(max_trials=8, per_task_trials=4), measurer, store, run,
-                    session.SessionParts(trials_per_slot=4)).run()
-    database = stores.StoreDatabase(store, target=host_target)
-    best = [database.get_top_k(database.commit_workload(m), 1) for m in tuned.task_mods]
+    tuned, best = _best_records(model, keep, measurer, host_target, trials=4)
     assert all(best)
-    chosen = compiler.records_database(tuned, [top[0] for top in best])  # applied whatever their latency
+    chosen = compiler.records_database(tuned, best)  # applied whatever their latency
     with host_target, chosen, tvm.transform.PassContext(opt_level=3):
         applied = relax.transform.MetaScheduleApplyDatabase()(graph.lower(model.mod, host_target, model.level))
     scheduled = {gv.name_hint for gv, f in applied.functions.items()
@@ -141,16 +148,8 @@ def test_the_producers_written_in_place_read_their_weights_pre_packed(fires, hos
     in_place = {call.args[0].name_hint for call in _calls(lowered, "relax.call_tir_inplace")}
     keep = [k for k, t in enumerate(model.tasks) if t.name in in_place]
     assert len(keep) == 2 and any("winograd" in name for name in in_place)  # each fire's second expand
-    tuned = dataclasses.replace(model, tasks=tuple(model.tasks[k] for k in keep),
-                                task_mods=tuple(model.task_mods[k] for k in keep))
-    store = stores.create("sqlite://")
-    run = store.create_run(tuned.name, str(host_target), "round-robin", {})
-    session.Session(tuned, schedulers.create_seeded("round-robin", 0),
-                    session.Budget(max_trials=4, per_task_trials=2), measurer, store, run,
-                    session.SessionParts(trials_per_slot=2)).run()
-    database = stores.StoreDatabase(store, target=host_target)
-    best = [database.get_top_k(database.commit_workload(m), 1)[0] for m in tuned.task_mods]
-    assert all("meta_schedule.layout_rewrite_preproc" in str(record.trace) for record in best)
+    tuned, best = _best_records(model, keep, measurer, host_target, trials=2)
+    assert all(record is not None and "meta_schedule.layout_rewrite_preproc" in str(record.trace) for record in best)
     chosen = compiler.records_database(tuned, best)  # applied whatever their latency
     with host_target, chosen, tvm.transform.PassContext(opt_level=3):
         final = graph.compile_pipeline(host_target, model.level)(model.mod)

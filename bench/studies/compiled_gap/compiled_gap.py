@@ -39,7 +39,7 @@ BENCH = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks share
 
 import provenance
-from stored_run import open_run
+from stored_run import kernel_calls, open_run
 
 from tunewise.delivery import compile as compiler
 from tunewise.lowering import graph
@@ -101,26 +101,6 @@ def relaid_bytes(calls, kept: dict[str, list[int]]) -> int:
     """Bytes of layout-free arguments that the kernel calls ``calls`` of functions in ``kept`` get: what a model
     call re-lays at most."""
     return sum(args[i].numpy().nbytes for name, _, args in calls if name in kept for i in kept[name])
-
-
-def kernel_calls(vm, arrays) -> list[tuple[str, object, list]]:
-    """Every kernel call one model call makes, in order: (name, function, the model's tensors it got)."""
-    import tvm
-
-    calls = []
-
-    def instrument(func, name, before_run, ret_value, *args):
-        if not before_run and not name.startswith("vm.builtin.") and args and all(
-                isinstance(a, tvm.runtime.Tensor) for a in args):
-            calls.append((name, func, list(args)))
-        return 0
-
-    vm.set_instrument(instrument)
-    try:
-        vm["main"](*arrays)
-    finally:
-        vm.set_instrument(None)
-    return calls
 
 
 def timed(func, args, calls: int) -> float:

@@ -34,32 +34,12 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks s
 
 import provenance
 from estimate_gap import looped
-from stored_run import open_run
+from stored_run import kernel_calls, open_run
 
 from tunewise.delivery import compile as compiler
 from tunewise.tuning import tvm_env
 
 CONDITIONS = ("in the model", "called twice", "weights warmed", "activations warmed", "loop")
-
-
-def kernel_calls(vm, arrays) -> list[tuple[str, object, list]]:
-    """Every kernel call one model call makes, in order: (name, function, the model's tensors it got)."""
-    import tvm
-
-    calls = []
-
-    def instrument(func, name, before_run, ret_value, *args):
-        if not before_run and not name.startswith("vm.builtin.") and args and all(
-                isinstance(a, tvm.runtime.Tensor) for a in args):
-            calls.append((name, func, list(args)))
-        return 0
-
-    vm.set_instrument(instrument)
-    try:
-        vm["main"](*arrays)
-    finally:
-        vm.set_instrument(None)
-    return calls
 
 
 def weight_flags(calls, arrays) -> list[list[bool]]:
