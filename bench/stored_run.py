@@ -1,9 +1,10 @@
 """A finished run of a store, opened again by the bench scripts that compile its model with its records, and the
-kernel calls of a compiled model."""
+kernel calls of a compiled model and their time in a loop."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 
 from tunewise import stores
@@ -68,3 +69,12 @@ def kernel_calls(vm, arrays) -> list[tuple[str, object, list]]:
     finally:
         vm.set_instrument(None)
     return calls
+
+
+def looped(func, args, calls: int) -> float:
+    """Seconds a call of ``func(*args)``, called ``calls`` times back to back after one untimed call."""
+    func(*args)
+    start = time.perf_counter()
+    for _ in range(calls):
+        func(*args)
+    return (time.perf_counter() - start) / calls

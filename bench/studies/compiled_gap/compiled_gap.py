@@ -39,7 +39,7 @@ BENCH = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks share
 
 import provenance
-from stored_run import kernel_calls, open_run
+from stored_run import kernel_calls, looped, open_run
 
 from tunewise.delivery import compile as compiler
 from tunewise.lowering import graph
@@ -101,15 +101,6 @@ def relaid_bytes(calls, kept: dict[str, list[int]]) -> int:
     """Bytes of layout-free arguments that the kernel calls ``calls`` of functions in ``kept`` get: what a model
     call re-lays at most."""
     return sum(args[i].numpy().nbytes for name, _, args in calls if name in kept for i in kept[name])
-
-
-def timed(func, args, calls: int) -> float:
-    """Seconds a call of ``func(*args)``, called ``calls`` times back to back after one untimed call."""
-    func(*args)
-    start = time.perf_counter()
-    for _ in range(calls):
-        func(*args)
-    return (time.perf_counter() - start) / calls
 
 
 def in_order(calls) -> list[float]:
@@ -182,7 +173,7 @@ def main() -> None:
             for i, column in enumerate(zip(*replays, strict=True)):
                 order[name][i].append(statistics.median(column))
             for i, (_, func, call_args) in enumerate(calls):
-                loop[name][i].append(timed(func, call_args, args.calls))
+                loop[name][i].append(looped(func, call_args, args.calls))
 
     median = statistics.median
     result = {"store": args.store, "run": args.run, "model": model.name, "threads": tvm.runtime.num_threads(),

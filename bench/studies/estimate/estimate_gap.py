@@ -33,7 +33,7 @@ BENCH = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks share
 
 import provenance
-from stored_run import open_run
+from stored_run import looped, open_run
 
 from tunewise.delivery import compile as compiler
 from tunewise.tuning import measure
@@ -91,15 +91,6 @@ def in_model(compiled: compiler.CompiledModel, inputs, calls: int, rounds: int =
     median = statistics.median
     return ({name: median(v) for name, v in model_rounds.items()},
             {name: median(v) for name, v in loop_rounds.items()}, median(seconds))
-
-
-def looped(func, args, calls: int) -> float:
-    """Seconds a call of ``func(*args)``, called ``calls`` times back to back after one untimed call."""
-    func(*args)
-    start = time.perf_counter()
-    for _ in range(calls):
-        func(*args)
-    return (time.perf_counter() - start) / calls
 
 
 def kernel_name(calls: dict, task: str) -> str | None:

@@ -33,8 +33,7 @@ BENCH = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 sys.path.insert(0, BENCH)  # bench/: provenance and the helpers the benchmarks share
 
 import provenance
-from estimate_gap import looped
-from stored_run import kernel_calls, open_run
+from stored_run import kernel_calls, looped, open_run
 
 from tunewise.delivery import compile as compiler
 from tunewise.tuning import tvm_env
