@@ -136,5 +136,6 @@ def test_the_lowered_kernels_call_no_libm_function(host_target, monkeypatch, lev
     imported = frontend.load(_Activations(), example_inputs=(x,))
     model = tasks.extract(imported, host_target, level=level)
     assert _libm_calls(model, host_target) == []
-    monkeypatch.setattr(graph, "tir_rewrites", lambda _target: [])  # as TVM lowers them: the test can fail
-    assert _libm_calls(tasks.extract(imported, host_target, level=level), host_target)
+    if level is None:  # as TVM lowers them, at the default level: the test can fail
+        monkeypatch.setattr(graph, "tir_rewrites", lambda _target: [])
+        assert _libm_calls(tasks.extract(imported, host_target, level=level), host_target)

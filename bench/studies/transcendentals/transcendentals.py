@@ -5,7 +5,7 @@
     .venv/bin/python bench/studies/transcendentals/transcendentals.py \
         --out bench/results/transcendentals.json
 
-Three parts, one JSON (with :mod:`provenance`):
+Four parts, one JSON (with :mod:`provenance`):
 
 - ``accuracy``: each function as tunewise computes it (:mod:`tunewise.lowering.transcendentals`), as TVM lowers it
   for LLVM (libm: ``expf``, ``logf``, ``tanhf``, ``erff``), and TOPI's ``fast_exp``/``fast_tanh``/``fast_erf``
@@ -19,6 +19,10 @@ Three parts, one JSON (with :mod:`provenance`):
 - ``probe``: ``silu(x) + sigmoid(x) / 2`` on a 1x96x112x112 input through tunewise's compilation, untuned and
   after ``--trials`` trials a task (``tunewise.job.workflow.tune``, its timing), with TVM's lowering of the
   transcendentals (``old``) and tunewise's (``new``).
+- ``epilogue``: a 1x1 convolution 16 -> 96 with its SiLU at 112x112 (an EfficientNet-B0 layer), extracted as
+  tunewise extracts it: whether MetaSchedule's design spaces inline the SiLU into the convolution's epilogue, and
+  whether its ``AutoInline`` would with ``Select`` allowed; then SiLU on as many floats against
+  ``x / (1 + x^2)`` (as much memory, one division), on all cores, vectorised by 16 and by 64.
 """
 
 from __future__ import annotations
@@ -198,6 +202,58 @@ def probe(trials: int) -> dict:
     return result
 
 
+def epilogue(target, number: int, repeat: int) -> dict:
+    """The ``epilogue`` part (the module's docstring)."""
+    import torch
+    import tvm
+    from tvm import s_tir, te, tirx
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunewise.importing import frontend
+    from tunewise.lowering import tasks, transcendentals
+
+    conv = torch.nn.Sequential(torch.nn.Conv2d(16, 96, 1), torch.nn.SiLU()).eval()
+    x = torch.randn(1, 16, 112, 112, generator=torch.Generator().manual_seed(0))
+    model = tasks.extract(frontend.load(conv, example_inputs=(x,)), target)
+    [mod] = [m for m in model.task_mods if "conv2d" in m.script()]
+
+    def blocks(sch) -> list[str]:
+        return [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))]
+
+    sch = s_tir.Schedule(mod)
+    [sigmoid] = [name for name in blocks(sch) if "reinterpret" in sch.get(sch.get_sblock(name)).body.script()]
+    context = ms.TuneContext(mod, target=target, space_generator="post-order-apply")
+    spaces = context.space_generator.generate_design_space(mod)
+    result = {"sigmoid_block": sigmoid, "spaces": len(spaces),
+              "spaces_inlining_it": sum(sigmoid not in blocks(space) for space in spaces)}
+    for allowed in (False, True):
+        rule = ms.schedule_rule.AutoInline(into_producer=False, into_consumer=True, inline_const_tensor=True,
+                                           disallow_if_then_else=not allowed, require_injective=True,
+                                           require_ordered=True, disallow_op=["tirx.exp"])
+        sch = s_tir.Schedule(mod)
+        [after] = rule.apply(sch, sch.get_sblock(sigmoid))
+        result[f"auto_inline_{'select_allowed' if allowed else 'stock'}"] = "compute_inline" in str(after.trace)
+    n = 96 * 112 * 112
+    a = te.placeholder((n,), "float32", name="a")
+    one = tirx.const(1.0, "float32")
+    bodies = {"silu": lambda i: a[i] * transcendentals.sigmoid(a[i]),
+              "x/(1+x^2)": lambda i: a[i] / (one + a[i] * a[i])}
+    device = tvm.cpu()
+    values = np.random.default_rng(0).normal(0, 4, n).astype(np.float32)
+    arrays = [tvm.runtime.tensor(values, device), tvm.runtime.tensor(np.zeros_like(values), device)]
+    for name, body in bodies.items():
+        out = te.compute((n,), body, name="out")
+        for width in (16, 64):
+            sch = s_tir.Schedule(te.create_prim_func([a, out]))
+            outer, inner = sch.split(sch.get_loops(sch.get_sblock("out"))[0], [None, width])
+            sch.parallel(outer)
+            sch.vectorize(inner)
+            result[f"{name}_by{width}_ms"] = timed(tvm.tirx.build(sch.mod, target=target), arrays, number,
+                                                   repeat) * 1e3
+    print("epilogue", result, flush=True)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--stride", type=int, default=64, help="test every STRIDE-th float32 bit pattern")
@@ -205,7 +261,7 @@ def main() -> None:
     parser.add_argument("--number", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--trials", type=int, default=32, help="MetaSchedule trials a task for the tuned probe")
-    parser.add_argument("--parts", default="accuracy,loops,probe")
+    parser.add_argument("--parts", default="accuracy,loops,probe,epilogue")
     parser.add_argument("--out", default="bench/results/transcendentals.json")
     args = parser.parse_args()
     from tunewise import target as targets
@@ -225,6 +281,8 @@ def main() -> None:
         result["loops"] = loops(target, args.elements, args.number, args.repeat)
     if "probe" in parts:
         result["probe"] = probe(args.trials)
+    if "epilogue" in parts:
+        result["epilogue"] = epilogue(target, args.number, args.repeat)
     with open(args.out, "w") as f:
         json.dump(provenance.stamped(result), f, indent=1)
 
