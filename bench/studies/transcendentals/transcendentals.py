@@ -226,13 +226,17 @@ def epilogue(target, number: int, repeat: int) -> dict:
     spaces = context.space_generator.generate_design_space(mod)
     result = {"sigmoid_block": sigmoid, "spaces": len(spaces),
               "spaces_inlining_it": sum(sigmoid not in blocks(space) for space in spaces)}
-    for allowed in (False, True):
-        rule = ms.schedule_rule.AutoInline(into_producer=False, into_consumer=True, inline_const_tensor=True,
-                                           disallow_if_then_else=not allowed, require_injective=True,
-                                           require_ordered=True, disallow_op=["tirx.exp"])
+    # the CPU rule as the design spaces apply it, and its twin that lets a block holding a Select be inlined
+    [stock] = [r for r in context.space_generator.sch_rules if isinstance(r, ms.schedule_rule.AutoInline)]
+    select_allowed = ms.schedule_rule.AutoInline(
+        into_producer=stock.into_producer, into_consumer=stock.into_consumer,
+        inline_const_tensor=stock.inline_const_tensor, disallow_if_then_else=False,
+        require_injective=stock.require_injective, require_ordered=stock.require_ordered,
+        disallow_op=[op.name for op in stock.disallow_op])
+    for name, rule in (("stock", stock), ("select_allowed", select_allowed)):
         sch = s_tir.Schedule(mod)
         [after] = rule.apply(sch, sch.get_sblock(sigmoid))
-        result[f"auto_inline_{'select_allowed' if allowed else 'stock'}"] = "compute_inline" in str(after.trace)
+        result[f"auto_inline_{name}"] = "compute_inline" in str(after.trace)
     n = 96 * 112 * 112
     a = te.placeholder((n,), "float32", name="a")
     one = tirx.const(1.0, "float32")
