@@ -19,11 +19,15 @@ Plain torch, random weights seeded by ``--seed``:
 - ``yolo``: a YOLOv8n-style detector at 320x320 (1x3x320x320): a C2f backbone (widths 16-256) with SPPF, a PAN
   neck (nearest upsampling and concatenation top-down, stride-2 convolutions bottom-up, C2f at each step) and a
   1x1 prediction of 4 box coordinates and 80 classes at strides 8, 16 and 32, flattened and concatenated
-  (1x84x2100).
+  (1x84x2100);
+- ``resnet50``: ResNet-50 (He et al. 2016): bottleneck blocks of 3, 4, 6 and 3, widths 256-2048, a
+  1000-class classifier (1x3x224x224);
+- ``minilm``: a BERT-class encoder on token embeddings (1x128x384): 6 post-norm layers of 6 heads, GELU
+  feed-forward of 1536, the first token pooled through a dense layer and tanh.
 
-The last two come from the zoo's blocks (:mod:`tunewise.zoo.architectures`); their batch-norm statistics are
-those of a seeded random input (:func:`calibrate`), so that a deep stack of random layers neither fades out nor
-blows up.
+``efficientnet-b0`` and ``yolo`` come from the zoo's blocks (:mod:`tunewise.zoo.architectures`). These two and
+``resnet50`` take their batch-norm statistics from a seeded random input (:func:`calibrate`), so that a deep stack
+of random layers neither fades out nor blows up.
 """
 
 from __future__ import annotations
@@ -196,10 +200,54 @@ class YOLO(nn.Module):
         return torch.cat([head(n).flatten(2) for head, n in zip(self.heads, (n3, n4, n5), strict=True)], 2)
 
 
+class Bottleneck(nn.Module):
+    def __init__(self, cin: int, width: int, stride: int):
+        super().__init__()
+        cout = 4 * width
+        self.body = nn.Sequential(
+            nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.skip = (nn.Identity() if cin == cout and stride == 1 else
+                     nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)))
+
+    def forward(self, x):
+        return F.relu(self.body(x) + self.skip(x))
+
+
+class ResNet50(nn.Module):
+    def __init__(self, classes: int = 1000):
+        super().__init__()
+        layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+        cin = 64
+        for stage, (width, repeats) in enumerate(((64, 3), (128, 4), (256, 6), (512, 3))):
+            for r in range(repeats):
+                layers.append(Bottleneck(cin, width, 2 if r == 0 and stage > 0 else 1))
+                cin = 4 * width
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        return self.head(self.features(x).mean((2, 3)))
+
+
+class MiniLM(nn.Module):
+    def __init__(self, dim: int = 384, heads: int = 6, layers: int = 6, hidden: int = 1536):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        layer = nn.TransformerEncoderLayer(dim, heads, hidden, dropout=0.0, activation="gelu", batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.pool = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return torch.tanh(self.pool(self.encoder(self.norm(x))[:, 0]))
+
+
 MODELS = {"unet": (UNet, (1, 3, 64, 64)), "vit": (ViT, (1, 3, 64, 64)), "mobile-silu": (MobileSiLU, (1, 3, 96, 96)),
           "tcn": (TCN, (1, 16, 256)), "grouped": (Grouped, (1, 3, 64, 64)),
-          "efficientnet-b0": (EfficientNetB0, (1, 3, 224, 224)), "yolo": (YOLO, (1, 3, 320, 320))}
-CALIBRATED = ("efficientnet-b0", "yolo")  # full-size networks: batch norm set by calibrate
+          "efficientnet-b0": (EfficientNetB0, (1, 3, 224, 224)), "yolo": (YOLO, (1, 3, 320, 320)),
+          "resnet50": (ResNet50, (1, 3, 224, 224)), "minilm": (MiniLM, (1, 128, 384))}
+CALIBRATED = ("efficientnet-b0", "yolo", "resnet50")  # full-size networks: batch norm set by calibrate
 
 
 def calibrate(model: nn.Module, x: torch.Tensor) -> nn.Module:

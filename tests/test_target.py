@@ -15,6 +15,17 @@ def test_default_target_is_this_cpu_with_its_mcpu():
     assert target.resolve("llvm").attrs["mcpu"] == t.attrs["mcpu"]
 
 
+def test_the_host_target_has_every_vector_instruction_set_the_cpu_reports():
+    # a virtual machine may present a CPU under an older model number than its features: the target adds them
+    import tvm
+    import tvm_ffi
+    from tvm.target import codegen
+
+    reported = tvm_ffi.get_global_func("tvm.codegen.llvm.GetHostCPUFeatures")()
+    vector = {f for f, on in reported.items() if on and re.match(r"(avx|amx|fma)", f)}
+    assert vector <= set(codegen.llvm_get_cpu_features(tvm.target.Target(target.host_cpu())))
+
+
 def test_json_target_is_taken_as_given():
     t = target.resolve('{"kind": "llvm", "num-cores": 1}')
     assert "mcpu" not in t.attrs and int(t.attrs["num-cores"]) == 1

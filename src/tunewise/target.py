@@ -31,10 +31,21 @@ def usable_cores() -> int:
 
 
 def host_cpu() -> dict:
-    """This machine's CPU, as far as this process may use it (:func:`usable_cores`), as a TVM target dict."""
+    """This machine's CPU, as far as this process may use it (:func:`usable_cores`), as a TVM target dict: the
+    CPU LLVM names from its model number, and as ``mattr`` the x86 vector instruction sets (AVX, AMX, ...) the CPU
+    reports beyond that CPU's. A virtual machine may present a newer CPU under an older model number (AMX
+    tiles under Rocket Lake's): without them, code would be built for the older CPU."""
     import tvm
+    import tvm_ffi
+    from tvm.target import codegen
 
-    return {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": usable_cores()}
+    config = {"kind": "llvm", "mcpu": codegen.llvm_get_system_cpu(), "num-cores": usable_cores()}
+    reported = tvm_ffi.get_global_func("tvm.codegen.llvm.GetHostCPUFeatures")()
+    named = set(codegen.llvm_get_cpu_features(tvm.target.Target(config)))
+    beyond = sorted(f for f, on in reported.items() if on and f not in named and _X86_VECTOR_ISA.match(f))
+    if beyond:
+        config["mattr"] = [f"+{f}" for f in beyond]
+    return config
 
 
 def cuda_description(index: int = 0) -> dict | None:
