@@ -77,7 +77,8 @@ from tunewise.tuning.model_checks import ModelCheck
 from tunewise.tuning.session import Budget
 
 ARMS = ("stock", "tunewise")
-REFERENCES = {"eager_ms": "torch_eager", "onnxruntime_ms": "onnxruntime", "torch_compile_ms": "torch_compile"}
+REFERENCES = {"eager_ms": "torch_eager", "onnxruntime_ms": "onnxruntime", "openvino_ms": "openvino",
+              "openvino_f32_ms": "openvino_f32", "torch_compile_ms": "torch_compile"}
 
 
 class Checkpoints(ModelCheck):
@@ -170,7 +171,7 @@ def delivered(model, checks: ModelCheck, trials: int, points, references: timing
     kept = min(candidates, key=lambda name: timed[f"{name}_ms"])
     ratios = side.ratios[list(candidates).index(kept)]
     beside = {key: None if side.references.get(name) is None else side.references[name] * 1e3
-              for key, name in REFERENCES.items() if name in timing.CPU_REFERENCES}
+              for key, name in REFERENCES.items() if name in timing.cpu_references()}
     at = None if fastest is None else next(
         (tuning_clock(p.elapsed, points) for p in points if p.trials == fastest.trials), None)
     return {**timed, "delivered_ms": timed[f"{kept}_ms"], "records": kept, "rounds": side.rounds, **beside,
@@ -308,7 +309,7 @@ def time_references(entry: dict, source: str, inputs, seed: int) -> None:
     """Fill in the entry's references (:data:`REFERENCES`, in milliseconds) and ``torch_compile_s``."""
     timed = timing.reference_latencies(source, inputs, seed=seed, torch_compile=True)
     for key, name in REFERENCES.items():
-        entry[key] = None if timed[name] is None else timed[name] * 1e3
+        entry[key] = None if timed.get(name) is None else timed[name] * 1e3  # openvino: where installed
     entry["torch_compile_s"] = timed["torch_compile_seconds"]
 
 

@@ -140,7 +140,7 @@ def main() -> None:
     inputs = example_inputs(model, args.seed)
     samples: dict[str, list[float | None]] = {path: [] for path in args.artifacts}
     if args.references:
-        samples.update({name: [] for name in timing.CPU_REFERENCES})
+        samples.update({name: [] for name in timing.cpu_references()})
     brackets: dict[str, list[tuple[float, float]]] = {name: [] for name in samples}  # the probes around each
     with tempfile.TemporaryDirectory(prefix="time-artifacts-") as directory, \
             (Probe() if args.cores else nullcontext()) as probe:
@@ -158,7 +158,7 @@ def main() -> None:
                     samples[name].append(seconds)
                 if probe:
                     marks.append(probe.one_way_ns())
-                    for name in timing.CPU_REFERENCES:
+                    for name in timing.cpu_references():
                         brackets[name].append((marks[-2], marks[-1]))
             print(f"round {r + 1}: " + ", ".join(f"{os.path.basename(p)} {1e3 * xs[-1]:.3f} ms"
                                                  for p, xs in samples.items() if xs[-1] is not None)

@@ -61,9 +61,9 @@ def test_the_references_take_turns_with_the_compiled_models_round_by_round(tiny_
     model = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target)
     side = timing.time_side_by_side([model, model], tiny_mlp.inputs, 3, references=timing.References("tiny-mlp"))
     assert side.rounds == 3 and all(0 < latency < 0.01 for latency in side.latencies)
-    assert set(side.references) == set(timing.CPU_REFERENCES) and all(0 < t < 1 for t in side.references.values())
+    assert set(side.references) == set(timing.cpu_references()) and all(0 < t < 1 for t in side.references.values())
     for ratios, latency in zip(side.ratios, side.latencies, strict=True):
-        assert set(ratios) == set(timing.CPU_REFERENCES)
+        assert set(ratios) == set(timing.cpu_references())
         for name, ratio in ratios.items():  # per round, close to the ratio of the medians
             assert 0.5 < ratio / (latency / side.references[name]) < 2
     assert 0.5 < side.ratios[0]["onnxruntime"] / side.ratios[1]["onnxruntime"] < 2  # the same model twice
@@ -84,7 +84,7 @@ def test_references_that_fail_leave_the_compiled_models_timed(tiny_mlp, tmp_path
         logger.removeHandler(handler)
         logger.setLevel(level)
     assert side.rounds == 3 and 0 < side.latencies[0] < 0.01 and side.ratios == [{}]
-    assert side.references == dict.fromkeys(timing.CPU_REFERENCES)
+    assert side.references == dict.fromkeys(timing.cpu_references())
     assert any(m.startswith("the references were not timed: their process failed (exit code 1)") for m in said), said
 
 
@@ -105,8 +105,8 @@ def test_references_of_files_modules_and_zoo_models_with_torch_compile_apart(tmp
     pt2, onnx = _as_files(model, inputs, tmp_path)
 
     timed = timing.reference_latencies(pt2, ids)  # the program, eagerly and exported to ONNX
-    assert set(timed) == {"torch_eager", "onnxruntime"}  # no torch.compile asked for: the two references alone
-    assert 0 < timed["torch_eager"] < 1 and 0 < timed["onnxruntime"] < 1
+    assert set(timed) == set(timing.cpu_references())  # no torch.compile asked for: the references alone
+    assert all(0 < latency < 1 for latency in timed.values())
     timed = timing.reference_latencies(onnx, ids, torch_compile=True)  # no PyTorch model to run or compile
     assert timed["torch_eager"] is None is timed["torch_compile"] is timed["torch_compile_seconds"]
     assert 0 < timed["onnxruntime"] < 1
@@ -115,6 +115,18 @@ def test_references_of_files_modules_and_zoo_models_with_torch_compile_apart(tmp
     # a zoo model, torch.compile timed beside the references, its compilation apart
     _, mlp_inputs = zoo.get("tiny-mlp")
     timed = timing.reference_latencies("tiny-mlp", [mlp_inputs[0].numpy()], torch_compile=True)
-    assert set(timed) == {"torch_eager", "onnxruntime", "torch_compile", "torch_compile_seconds"}
+    assert set(timed) == {*timing.cpu_references(), "torch_compile", "torch_compile_seconds"}
     assert all(0 < timed[name] < 1 for name in ("torch_eager", "onnxruntime", "torch_compile"))
     assert timed["torch_compile_seconds"] > timed["torch_compile"]  # the first call compiles
+
+
+def test_openvino_is_a_reference_exactly_where_it_is_installed():
+    import importlib.util
+
+    installed = importlib.util.find_spec("openvino") is not None
+    assert (set(timing.OPENVINO_REFERENCES) <= set(timing.cpu_references())) == installed
+    if not installed:
+        pytest.skip("openvino is not installed (pip install 'tunewise[openvino]')")
+    _, inputs = zoo.get("tiny-mlp")
+    timed = timing.reference_latencies("tiny-mlp", [inputs[0].numpy()])
+    assert all(0 < timed[name] < 1 for name in timing.OPENVINO_REFERENCES)

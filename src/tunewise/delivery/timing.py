@@ -1,11 +1,11 @@
 """End-to-end latencies of a tuned model and of its references, timed side by side in two fresh processes.
 
 The compiled models (the tuned one, the fastest one a whole-model check measured, on request the untuned one)
-are exported and loaded in one fresh process, and the references (PyTorch eager, onnxruntime) in another that
-never imports TVM; the two take turns, a round of every compiled model, then a round of every reference
-(:func:`time_side_by_side`). A round is the mean call time over at least :data:`ROUND_MS` milliseconds after a
-warm-up call, and a latency the median over :data:`ROUNDS` rounds (fewer when asked, or down to
-:data:`MIN_ROUNDS` when the rounds would last over :data:`MAX_SECONDS`); :func:`describe` says how.
+are exported and loaded in one fresh process, and the references (PyTorch eager, onnxruntime, OpenVINO where
+installed) in another that never imports TVM; the two take turns, a round of every compiled model, then a round
+of every reference (:func:`time_side_by_side`). A round is the mean call time over at least :data:`ROUND_MS`
+milliseconds after a warm-up call, and a latency the median over :data:`ROUNDS` rounds (fewer when asked, or down
+to :data:`MIN_ROUNDS` when the rounds would last over :data:`MAX_SECONDS`); :func:`describe` says how.
 :attr:`SideBySide.ratios` is the median over rounds of a model's time over a reference's in the same round,
 which holds where the machine's speed does not (evidence: bench/studies/checks/findings.md).
 
@@ -38,9 +38,13 @@ MIN_ROUNDS = 3
 ROUND_MS = 100
 MAX_SECONDS = 30.0
 
-REFERENCES = {"torch_eager": "PyTorch eager", "onnxruntime": "onnxruntime",
-              "cuda_graph": "CUDA graph (1 stream)", "aot": "tunewise.runtime.aot"}
+REFERENCES = {"torch_eager": "PyTorch eager", "onnxruntime": "onnxruntime", "openvino": "OpenVINO",
+              "openvino_f32": "OpenVINO f32", "cuda_graph": "CUDA graph (1 stream)", "aot": "tunewise.runtime.aot"}
 CPU_REFERENCES = ("torch_eager", "onnxruntime")
+OPENVINO_REFERENCES = ("openvino", "openvino_f32")
+"""OpenVINO in its default precision (``bfloat16`` on a CPU with AMX or AVX512-BF16, else ``f32``) and in ``f32``,
+both on the model's ONNX form with ``PERFORMANCE_HINT`` ``LATENCY``: timed beside the CPU references where the
+``openvino`` package is installed (:func:`cpu_references`)."""
 GPU_REFERENCES = ("torch_eager", "cuda_graph", "aot")
 COMPILED_REFERENCES = ("torch_compile", "torch_compile_seconds")
 
@@ -171,9 +175,17 @@ def _tvm_result(pool, job, *args):
         raise RuntimeError(f"the timing process failed: {message_line(err, last=True)}") from None
 
 
+def cpu_references() -> tuple[str, ...]:
+    """The names of the references timed on a CPU: :data:`CPU_REFERENCES`, and :data:`OPENVINO_REFERENCES` where
+    ``openvino`` is installed."""
+    import importlib.util
+
+    return CPU_REFERENCES + (OPENVINO_REFERENCES if importlib.util.find_spec("openvino") else ())
+
+
 def _names(kind: str, references: References) -> tuple[str, ...]:
     """The names a reference process of ``kind`` answers with for ``references``."""
-    names = GPU_REFERENCES if kind == "gpu-references" else CPU_REFERENCES
+    names = GPU_REFERENCES if kind == "gpu-references" else cpu_references()
     return names + (COMPILED_REFERENCES if references.torch_compile and kind == "references" else ())
 
 
@@ -186,13 +198,13 @@ def time_references(source, inputs, *, example_inputs=None, seed: int = 0) -> tu
 
 def reference_latencies(source, inputs, *, example_inputs=None, seed: int = 0,
                         torch_compile: bool = False) -> dict[str, float | None]:
-    """The median latencies (seconds) of ``source`` on ``inputs`` (numpy arrays) by :data:`CPU_REFERENCES`
-    names (PyTorch eager, onnxruntime), timed in turn, :data:`ROUNDS` rounds, in a fresh process that does not
-    import TVM; with ``torch_compile``, also ``"torch_compile"``: the PyTorch model compiled by
+    """The median latencies (seconds) of ``source`` on ``inputs`` (numpy arrays) by :func:`cpu_references`
+    names (PyTorch eager, onnxruntime, OpenVINO where installed), timed in turn, :data:`ROUNDS` rounds, in a fresh
+    process that does not import TVM; with ``torch_compile``, also ``"torch_compile"``: the PyTorch model compiled by
     ``torch.compile`` (inductor, its default mode), timed after a first call that compiles it, and
-    ``"torch_compile_seconds"``, that first call's wall time (with an empty inductor cache: the whole
-    compilation, whatever was compiled before). ``None`` for what cannot be run (an ``.onnx`` file has no
-    PyTorch model to run or compile)."""
+    ``"torch_compile_seconds"``, that first call's wall time (with an empty inductor cache: the whole compilation,
+    whatever was compiled before). ``None`` for what cannot be run (an ``.onnx`` file has no PyTorch model to run or
+    compile)."""
     references = References(source, example_inputs, seed, torch_compile)
     return _references_alone("references", references, inputs)
 
@@ -478,7 +490,27 @@ def _cpu_reference_calls(spec: dict, inputs: list[np.ndarray], skipped: list[str
         session = onnxruntime.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
         feeds = {i.name: x for i, x in zip(session.get_inputs(), inputs, strict=True)}
         calls["onnxruntime"] = (lambda: session.run(None, feeds), lambda: None)
+        if OPENVINO_REFERENCES[0] in cpu_references():
+            calls.update(_openvino_calls(onnx_path, inputs, skipped))
     return calls, model, tensors
+
+
+def _openvino_calls(onnx_path: str, inputs: list[np.ndarray], skipped: list[str]) -> dict:
+    """:data:`OPENVINO_REFERENCES` of the ONNX model at ``onnx_path`` as ``{name: (call, sync)}``; none where
+    OpenVINO cannot compile it (``skipped`` says why)."""
+    import openvino
+
+    calls = {}
+    for name, hint in (("openvino", None), ("openvino_f32", "f32")):
+        config = {"PERFORMANCE_HINT": "LATENCY"} | ({"INFERENCE_PRECISION_HINT": hint} if hint else {})
+        try:
+            request = openvino.Core().compile_model(onnx_path, "CPU", config).create_infer_request()
+        except Exception as err:  # OpenVINO raises RuntimeError and its own types
+            skipped.append(f"no {REFERENCES[name]} reference: {message_line(err, last=True)}")
+            continue
+        feeds = dict(enumerate(inputs))
+        calls[name] = (lambda request=request, feeds=feeds: request.infer(feeds), lambda: None)
+    return calls
 
 
 def _time_torch_compile(model, tensors, directory: str, skipped: list[str]) -> dict:

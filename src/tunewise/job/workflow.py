@@ -58,6 +58,8 @@ class TuneResult:
     run: int | None = None  # the run's id in the store
     phase_seconds: dict[str, float] = field(default_factory=dict)  # wall time of import, extract, tune, compile
     onnxruntime_latency: float | None = None
+    openvino_latency: float | None = None  # OpenVINO in its default precision, where installed (CPU)
+    openvino_f32_latency: float | None = None  # OpenVINO in f32, where installed (CPU)
     timing: str = timings.describe()  # how the latencies were timed
     stopped_by: str | None = None  # the stop rule that ended tuning, in its words
     measured: tuple = ()  # the whole-model latencies measured while tuning (tunewise.stores.ModelLatency)
@@ -80,6 +82,7 @@ class TuneResult:
         """The references timed beside the tuned model, by their names in
         :data:`tunewise.delivery.timing.REFERENCES`."""
         timed = {"torch_eager": self.torch_latency, "onnxruntime": self.onnxruntime_latency,
+                 "openvino": self.openvino_latency, "openvino_f32": self.openvino_f32_latency,
                  "cuda_graph": self.cuda_graph_latency, "aot": self.aot_latency}
         return {name: latency for name, latency in timed.items() if latency is not None}
 
@@ -335,6 +338,7 @@ def _result(summary: RunSummary, done: Finished, session: Session, *, name: str,
                       joules=summary.joules if meter is not None else None,
                       joules_estimated=meter is not None and meter.read().estimated,
                       skipped=sum(c.skipped for c in summary.checkpoints),
+                      openvino_latency=timed["openvino"], openvino_f32_latency=timed["openvino_f32"],
                       cuda_graph_latency=timed["cuda_graph"], aot_latency=timed["aot"],
                       joules_parts=joules_parts, records=done.metadata.get("records", "final"),
                       final_latency=done.metadata.get("final_records_latency_s"), untuned_estimate=summary.untuned,

@@ -27,6 +27,7 @@ from tunewise.report._text import run_table, short, task_label
 #: Compiled latencies an artifact's metadata holds: key, name, whether it is tunewise's own (TVM) model.
 COMPILED = (("untuned_latency_s", "untuned TVM", True), ("latency_s", "tuned TVM", True),
             ("torch_eager_latency_s", "PyTorch eager", False), ("onnxruntime_latency_s", "onnxruntime", False),
+            ("openvino_latency_s", "OpenVINO", False), ("openvino_f32_latency_s", "OpenVINO f32", False),
             ("cuda_graph_latency_s", "CUDA graph (1 stream)", False), ("aot_latency_s", "tunewise.runtime.aot", False))
 _FAILURE_NAMES = {"build": "build errors", "run": "run errors", "timeout": "timeouts"}
 
