@@ -24,9 +24,22 @@ def based(tuned_store, tmp_path_factory):
     store = _copy(original, folder / "tunewise.db")
     for run in store.get_runs():
         store.set_status(run.id, stores.FINISHED)
-    path = str(folder / "records-avx2.json.gz")
+    path = str(folder / "records.json.gz")
     assert cli.main(["records", "build", "--store", store.url, "-o", path]) == 0
     return store, path
+
+
+@pytest.fixture(scope="module")
+def classes(host_target):
+    """``(this host's ISA class, another class and an llvm target of it)``: the tuned store's records are of the
+    first."""
+    import tvm
+
+    from tunewise.target import isa_class
+
+    here = isa_class(host_target)
+    other, mcpu = ("avx512", "skylake-avx512") if here != "avx512" else ("avx2", "znver2")
+    return here, other, tvm.target.Target({"kind": "llvm", "mcpu": mcpu})
 
 
 def _copy(store, path):
@@ -58,18 +71,20 @@ def _record(n: int, seconds: float) -> BaseRecord:
     return BaseRecord(json.dumps([trace, [seconds]]), (seconds,), '{"kind":"llvm","mcpu":"znver2"}', "znver2")
 
 
-def test_a_build_keeps_the_best_three_records_of_each_workload_deterministically_and_small(based, tmp_path):
+def test_a_build_keeps_the_best_three_records_of_each_workload_deterministically_and_small(based, classes,
+                                                                                            host_target, tmp_path):
     store, path = based
     base = RecordBase.read(path)
     workloads = {w for r in store.get_runs() for w in (t.workload for t in store.get_tasks(r.id))}
-    assert len(base.workloads) == len(workloads) == 2 and base.classes() == ["avx2"]
+    assert len(base.workloads) == len(workloads) == 2 and base.classes() == [classes[0]]
+    mcpu = str(host_target.attrs["mcpu"])
     for w in base.workloads:
         (stored,) = [i for i in workloads if store.get_workload(i) == (w.shash, w.mod)]
         best = {}
         for t in store.top_trials(stored, 20):  # two runs may have measured one schedule: it counts once
             best.setdefault(json.dumps(json.loads(t.record)[0]), t.record)
         assert [r.record for r in w.records] == list(best.values())[:sharing.TOP]  # the fastest three, in order
-        assert all(r.mcpu == "znver2" and json.loads(r.target)["mcpu"] == "znver2" for r in w.records)
+        assert all(r.mcpu == mcpu and json.loads(r.target)["mcpu"] == mcpu for r in w.records)
     data = json.loads(gzip.open(path).read())
     assert (data["format"], data["version"], data["tvm"]) == ("tunewise-record-base", 1, base.tvm)
     again = str(tmp_path / "again.json.gz")
@@ -78,25 +93,26 @@ def test_a_build_keeps_the_best_three_records_of_each_workload_deterministically
     assert len(open(path, "rb").read()) < 6 * 1024 * len(base.workloads)  # a few KB a workload
 
 
-def test_merge_keeps_the_best_records_of_each_workload_and_drops_duplicates(based, tmp_path):
+def test_merge_keeps_the_best_records_of_each_workload_and_drops_duplicates(based, classes, tmp_path):
     _, path = based
+    here, there, _ = classes
     base = RecordBase.read(path)
     assert RecordBase.merged([base, base]).to_json() == base.to_json()  # the same records once
-    one = BaseWorkload("avx2", "00000000000000ab", "{}", (_record(1, 3e-6), _record(2, 5e-6)))
-    other = BaseWorkload("avx2", "00000000000000ab", "{}", (_record(2, 1e-6), _record(3, 4e-6), _record(4, 9e-6)))
-    elsewhere = dataclasses.replace(other, isa="avx512")
+    one = BaseWorkload(here, "00000000000000ab", "{}", (_record(1, 3e-6), _record(2, 5e-6)))
+    other = BaseWorkload(here, "00000000000000ab", "{}", (_record(2, 1e-6), _record(3, 4e-6), _record(4, 9e-6)))
+    elsewhere = dataclasses.replace(other, isa=there)
     a, b = str(tmp_path / "a.json.gz"), str(tmp_path / "b.json.gz")
     RecordBase([one]).write(a)
     RecordBase([other, elsewhere]).write(b)
     merged = tmp_path / "merged.json.gz"
     assert cli.main(["records", "merge", a, b, path, "-o", str(merged)]) == 0
     result = RecordBase.read(str(merged))
-    (joined,) = [w for w in result.of_class("avx2") if w.shash == one.shash]
+    (joined,) = [w for w in result.of_class(here) if w.shash == one.shash]
     # trace 2 measured faster in b wins over its slower measurement in a; trace 4 is the fourth: left out
     assert [r.record for r in joined.records] == [_record(2, 1e-6).record, _record(1, 3e-6).record,
                                                   _record(3, 4e-6).record]
-    assert len(result.of_class("avx512")) == 1  # kept apart by class
-    assert len(result.of_class("avx2")) == 1 + len(base.workloads)
+    assert len(result.of_class(there)) == 1  # kept apart by class
+    assert len(result.of_class(here)) == 1 + len(base.workloads)
 
 
 @pytest.mark.parametrize("content,expected", [
@@ -120,19 +136,20 @@ def test_a_bad_base_file_is_one_line_and_exit_2(based, tmp_path, capsys, content
         assert expected.split(":")[0] in err and "\n" not in err and "Traceback" not in err
 
 
-def test_a_base_is_read_only_for_targets_of_its_own_isa_class(based, host_target, tmp_path):
+def test_a_base_is_read_only_for_targets_of_its_own_isa_class(based, classes, host_target, tmp_path):
     import tvm
 
     _, path = based
+    here, there, there_target = classes
     assert sharing.open_base(sharing.OFF, host_target) is None
     index = sharing.open_base(path, host_target)
-    assert index.isa == "avx2" and len(index.load()) == 2
-    assert sharing.open_base(path, tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512"})) is None
+    assert index.isa == here and len(index.load()) == 2
+    assert sharing.open_base(path, there_target) is None
     assert sharing.open_base(path, tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})) is None
-    elsewhere = str(tmp_path / "avx512.json.gz")
-    RecordBase([dataclasses.replace(w, isa="avx512") for w in RecordBase.read(path).workloads]).write(elsewhere)
-    assert sharing.open_base(elsewhere, host_target) is None  # this host is avx2: another class's records stay out
-    shipped = sharing.bundled_path("avx2")
+    elsewhere = str(tmp_path / "elsewhere.json.gz")
+    RecordBase([dataclasses.replace(w, isa=there) for w in RecordBase.read(path).workloads]).write(elsewhere)
+    assert sharing.open_base(elsewhere, host_target) is None  # another class's records stay out
+    shipped = sharing.bundled_path(here)
     assert (sharing.open_base(sharing.BUNDLED, host_target) is None) == (not os.path.isfile(shipped))
 
 
