@@ -20,15 +20,16 @@ def _host_has_amx() -> bool:
 
 
 def _tensorized(m: int, k: int, n: int, target: dict):
-    """``C = A @ B`` with ``B`` in 32-column panels of pairs, in 32 x 32 x ``k`` blocks of the intrinsic."""
+    """``C = A @ B`` with ``A`` in pairs and ``B`` in 32-column panels of pairs, in 32 x 32 x ``k`` blocks of the
+    intrinsic."""
     import tvm
     from tvm import te
 
-    a = te.placeholder((m, k), "bfloat16", name="A")
+    a = te.placeholder((m, k // 2, 2), "bfloat16", name="A")
     b = te.placeholder((n // 32, k // 2, 32, 2), "bfloat16", name="B")
     ko, ki = te.reduce_axis((0, k // 2), "ko"), te.reduce_axis((0, 2), "ki")
     c = te.compute((m, n), lambda i, j: te.sum(
-        a[i, ko * 2 + ki].astype("float32") * b[j // 32, ko, j % 32, ki].astype("float32"), axis=[ko, ki]), name="C")
+        a[i, ko, ki].astype("float32") * b[j // 32, ko, j % 32, ki].astype("float32"), axis=[ko, ki]), name="C")
     sch = tvm.s_tir.Schedule(te.create_prim_func([a, b, c]))
     block = sch.get_sblock("C")
     i, j, k0, k1 = sch.get_loops(block)
@@ -71,6 +72,7 @@ def test_the_tensorized_product_equals_the_float32_product_of_the_bfloat16_value
     b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
     panels = np.ascontiguousarray(b.reshape(k // 2, 2, n // 32, 32).transpose(2, 0, 3, 1))
     c = tvm.runtime.tensor(np.zeros((m, n), np.float32))
-    _tensorized(m, k, n, host_cpu())(tvm.runtime.tensor(a), tvm.runtime.tensor(panels), c)
+    pairs = np.ascontiguousarray(a.reshape(m, k // 2, 2))
+    _tensorized(m, k, n, host_cpu())(tvm.runtime.tensor(pairs), tvm.runtime.tensor(panels), c)
     truth = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(c.numpy(), truth, rtol=0, atol=1e-5 * np.abs(truth).max())

@@ -14,10 +14,11 @@ package:
   output's largest magnitude, and for a 1000-class output how often the arg-max agrees over ``--samples`` random
   inputs.
 - ``kernel``: ``C = A @ B`` (float32 ``C``, bfloat16 ``A`` and ``B``) at the matrix shapes of those models, as one
-  TVM kernel tensorized with :func:`tunewise.lowering.amx.amx_bf16_intrinsic` (``B`` held as AMX pairs, either
-  ``B2[k // 2, n, k % 2]`` or packed in 32-column panels ``B4[n // 32, k // 2, n % 32, k % 2]``), against PyTorch's
-  matmul in float32 and in bfloat16 (oneDNN), all on all cores: median time and GFLOP/s. A shape is computed in
-  whole 32 x 32 blocks (padded; ``computed``), its GFLOP/s counted on the shape itself.
+  TVM kernel tensorized with :func:`tunewise.lowering.amx.amx_bf16_intrinsic` (``A`` in pairs; ``B`` in AMX's
+  pairs ``B2[k // 2, n, k % 2]`` or in 32-column panels ``B4[n // 32, k // 2, n % 32, k % 2]``), against
+  PyTorch's matmul in float32 and in bfloat16 (oneDNN), all on all cores: median time and GFLOP/s. For MiniLM's
+  products, also the kernel MetaSchedule finds in ``--trials`` trials with the intrinsic (:func:`searched_kernel`).
+  A shape is computed in whole 32 x 32 blocks (padded; ``computed``), its GFLOP/s counted on the shape itself.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the held-out models
 import provenance
 
 ROUND_S = 0.1
+
+SEARCH_DEPTH = 384  # the deepest intrinsic the search part uses
 
 # (name, M, K, N): the matrix products of the two models, M the rows of activations
 SHAPES = [("minilm qkv", 128, 384, 1152), ("minilm ffn up", 128, 384, 1536), ("minilm ffn down", 128, 1536, 384),
@@ -112,27 +115,33 @@ def references(models: list[str], rounds: int, samples: int) -> list[dict]:
     return results
 
 
-def amx_kernel(m: int, k: int, n: int, packed: bool, cores: int):
-    """The TVM kernel ``C = A @ B`` on AMX: rows and columns in 32 x 32 blocks (each the whole depth ``k``, so the
-    accumulators stay in tiles), four column blocks a task, tasks spread over ``cores``."""
-    import tvm
+def product(m: int, k: int, n: int, packed: bool):
+    """The PrimFunc of ``C = A @ B`` with ``A`` in pairs and ``B`` in pairs (``packed``: in 32-column panels)."""
     from tvm import te
 
-    from tunewise.lowering.amx import amx_bf16_intrinsic
-    from tunewise.target import host_cpu
-
-    a = te.placeholder((m, k), "bfloat16", name="A")
+    a = te.placeholder((m, k // 2, 2), "bfloat16", name="A")
     ko, ki = te.reduce_axis((0, k // 2), "ko"), te.reduce_axis((0, 2), "ki")
     if packed:
         b = te.placeholder((n // 32, k // 2, 32, 2), "bfloat16", name="B")
         c = te.compute((m, n), lambda i, j: te.sum(
-            a[i, ko * 2 + ki].astype("float32") * b[j // 32, ko, j % 32, ki].astype("float32"), axis=[ko, ki]))
+            a[i, ko, ki].astype("float32") * b[j // 32, ko, j % 32, ki].astype("float32"), axis=[ko, ki]), name="C")
     else:
         b = te.placeholder((k // 2, n, 2), "bfloat16", name="B")
         c = te.compute((m, n), lambda i, j: te.sum(
-            a[i, ko * 2 + ki].astype("float32") * b[ko, j, ki].astype("float32"), axis=[ko, ki]))
-    sch = tvm.s_tir.Schedule(te.create_prim_func([a, b, c]))
-    block = sch.get_sblock(c.op.name)
+            a[i, ko, ki].astype("float32") * b[ko, j, ki].astype("float32"), axis=[ko, ki]), name="C")
+    return te.create_prim_func([a, b, c])
+
+
+def amx_kernel(m: int, k: int, n: int, packed: bool, cores: int):
+    """The TVM kernel ``C = A @ B`` on AMX: rows and columns in 32 x 32 blocks (each the whole depth ``k``, so the
+    accumulators stay in tiles), four column blocks a task, tasks spread over ``cores``."""
+    import tvm
+
+    from tunewise.lowering.amx import amx_bf16_intrinsic
+    from tunewise.target import host_cpu
+
+    sch = tvm.s_tir.Schedule(product(m, k, n, packed))
+    block = sch.get_sblock("C")
     i, j, k0, k1 = sch.get_loops(block)
     columns = 4 if (n // 32) % 4 == 0 else 1
     jo, jt, ji = sch.split(j, [None, columns, 32])
@@ -145,11 +154,40 @@ def amx_kernel(m: int, k: int, n: int, packed: bool, cores: int):
     return tvm.tirx.build(sch.mod, target=target)
 
 
+def searched_kernel(m: int, k: int, n: int, trials: int, seed: int = 0):
+    """The kernel of :func:`product` (panels) that MetaSchedule finds in ``trials`` trials with
+    ``MultiLevelTilingWithIntrin`` on the intrinsic of depth :data:`SEARCH_DEPTH` or less, no vectorized loop
+    (the intrinsic's calls cannot be vectorized), its runner enabling AMX; and how long the search took."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunewise.lowering.amx import STEP, amx_bf16_intrinsic, enable_amx
+    from tunewise.target import host_cpu
+
+    depth = max(d for d in range(STEP, min(k, SEARCH_DEPTH) + 1, STEP) if k % d == 0)
+    rules = [ms.schedule_rule.MultiLevelTilingWithIntrin(
+                 amx_bf16_intrinsic(depth), structure="SSRSRS", max_innermost_factor=64,
+                 reuse_write=ms.schedule_rule.ReuseType(req="may", levels=[1, 2], scope="global")),
+             ms.schedule_rule.ParallelizeVectorizeUnroll(max_jobs_per_core=16, max_vectorize_extent=0,
+                                                         unroll_max_steps=[0, 16, 64], unroll_explicit=True)]
+    postprocs = [ms.postproc.DisallowDynamicLoop(), ms.postproc.RewriteParallelVectorizeUnroll(),
+                 ms.postproc.RewriteReductionBlock(), ms.postproc.RewriteTensorize(vectorize_init_loop=False)]
+    space = ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=postprocs, mutator_probs={})
+    mod = tvm.IRModule({"main": product(m, k, n, True).with_attr("global_symbol", "main")})
+    target = tvm.target.Target(host_cpu())
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as work:
+        database = ms.tune_tir(mod, target, work, max_trials_global=trials, num_trials_per_iter=32, space=space,
+                               runner=ms.runner.LocalRunner(initializer=enable_amx), seed=seed)
+        sch = ms.tir_integration.compile_tir(database, mod, target)
+    return tvm.tirx.build(sch.mod, target=target), depth, time.perf_counter() - start
+
+
 def pad(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def kernel(rounds: int) -> list[dict]:
+def kernel(rounds: int, trials: int) -> list[dict]:
     import ml_dtypes
     import torch
     import tvm
@@ -173,13 +211,22 @@ def kernel(rounds: int) -> list[dict]:
         calls = {}
         for layout, packed in layouts.items():
             lib = amx_kernel(mp, kp, np_, layout == "panels", cores)
-            args = [tvm.runtime.tensor(a), tvm.runtime.tensor(np.ascontiguousarray(packed)),
+            args = [tvm.runtime.tensor(a.reshape(mp, kp // 2, 2)), tvm.runtime.tensor(np.ascontiguousarray(packed)),
                     tvm.runtime.tensor(np.zeros((mp, np_), np.float32))]
             lib(*args)
             entry.setdefault("max_error", {})[layout] = float(np.abs(args[2].numpy() - truth).max()
                                                               / np.abs(truth).max())
             evaluator = lib.time_evaluator(lib.entry_name, tvm.cpu(), number=1)
             calls[f"amx_{layout}"] = (lambda e=evaluator, x=args: e(*x))
+        if trials and name.startswith("minilm"):
+            lib, depth, seconds = searched_kernel(mp, kp, np_, trials)
+            args = [args[0], tvm.runtime.tensor(np.ascontiguousarray(layouts["panels"])), args[2]]
+            args[2].copyfrom(np.zeros((mp, np_), np.float32))
+            lib(*args)
+            entry["max_error"]["searched"] = float(np.abs(args[2].numpy() - truth).max() / np.abs(truth).max())
+            entry["searched"] = {"trials": trials, "depth": depth, "seconds": seconds}
+            evaluator = lib.time_evaluator(lib.entry_name, tvm.cpu(), number=1)
+            calls["amx_searched"] = (lambda e=evaluator, x=args: e(*x))
         x32, w32 = torch.randn(m, k), torch.randn(k, n)
         x16, w16 = x32.bfloat16(), w32.bfloat16()
         calls["torch_float32"] = lambda x=x32, w=w32: x @ w
@@ -198,6 +245,7 @@ def main() -> None:
     parser.add_argument("--models", default="resnet50,minilm")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--samples", type=int, default=20)
+    parser.add_argument("--trials", type=int, default=64, help="MetaSchedule trials a searched kernel (0: none)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     import tvm
@@ -212,7 +260,7 @@ def main() -> None:
     if "references" in parts:
         result["references"] = references(args.models.split(","), args.rounds, args.samples)
     if "kernel" in parts:
-        result["kernel"] = kernel(args.rounds)
+        result["kernel"] = kernel(args.rounds, args.trials)
     with open(args.out, "w") as f:
         json.dump(provenance.stamped(result), f, indent=1)
 

@@ -1,17 +1,18 @@
 """bfloat16 matrix products on Intel AMX tiles, as a TVM tensor intrinsic.
 
-One call of an intrinsic :func:`amx_bf16_intrinsic` names computes a 32 x 32 float32 block ``C += A @ B`` of a
-32 x ``depth`` bfloat16 block of ``A`` and a ``depth`` x 32 one of ``B`` in AMX's pair layout ``B2[k // 2, n, k % 2]``
-(two consecutive ``k`` of a column side by side). The block stays in four accumulator tiles while the depth is
-consumed 32 at a time, four ``TDPBF16PS`` (8,192 multiply-adds each) a step: exact products summed in float32.
+One call of an intrinsic :func:`amx_bf16_intrinsic` names computes a 32 x 32 float32 block ``C += A @ B``, both
+operands bfloat16 in pairs along the depth ``k``: ``A2[m, k // 2, k % 2]`` (a row-major ``A`` reshaped) and
+``B2[k // 2, n, k % 2]`` (AMX's layout). Plain indices let MetaSchedule's auto-tensorization map a task onto it.
+The block stays in four accumulator tiles while ``depth`` is consumed 32 at a time, four ``TDPBF16PS`` a step.
 
 The intrinsic reaches LLVM as AMX's own calls (``ldtilecfg``, ``tileloadd64``, ``tdpbf16ps``, ``tilestored64``),
 whose operands are tile numbers and pointers. No bfloat16 value passes through TIR's arithmetic, so TVM's
 bfloat16 legalisation (bfloat16 arithmetic to float32, storage to ``uint16``) leaves it intact. Each call
-configures the eight tiles, loads its accumulators and stores them back: calls compose in any order, on any thread.
+configures the eight tiles, loads its accumulators and stores them back: calls compose in any order, on any
+thread, but not inside a vectorized loop.
 
 Linux lets a process use AMX's tile data only after it asks (``arch_prctl(ARCH_REQ_XCOMP_PERM)``);
-:func:`enable_amx` asks, once a process, and every process that runs such a kernel must call it first.
+:func:`enable_amx` asks, once a process, and every process that runs such a kernel (a runner's too) calls it first.
 """
 
 from __future__ import annotations
@@ -51,26 +52,26 @@ def _functions(depth: int):
 
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, (32, depth), "bfloat16", offset_factor=1, strides=[T.int32(), 1])
+        A = T.match_buffer(a, (32, half, 2), "bfloat16", offset_factor=1, strides=[T.int32(), 2, 1])
         B = T.match_buffer(b, (half, 32, 2), "bfloat16", offset_factor=1, strides=[T.int32(), 2, 1])
         C = T.match_buffer(c, (32, 32), "float32", offset_factor=1, strides=[T.int32(), 1])
         with T.sblock("root"):
-            T.reads(C[0:32, 0:32], A[0:32, 0:depth], B[0:half, 0:32, 0:2])
+            T.reads(C[0:32, 0:32], A[0:32, 0:half, 0:2], B[0:half, 0:32, 0:2])
             T.writes(C[0:32, 0:32])
             for i, j, ko, ki in T.grid(32, 32, half, 2):
                 with T.sblock("update"):
                     vi, vj, vko, vki = T.axis.remap("SSRR", [i, j, ko, ki])
-                    C[vi, vj] = C[vi, vj] + T.cast(A[vi, vko * 2 + vki], "float32") * T.cast(
+                    C[vi, vj] = C[vi, vj] + T.cast(A[vi, vko, vki], "float32") * T.cast(
                         B[vko, vj, vki], "float32")
 
     @T.prim_func(s_tir=True)
     def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
         sa, sb, sc = T.int32(), T.int32(), T.int32()
-        A = T.match_buffer(a, (32, depth), "bfloat16", offset_factor=1, strides=[sa, 1])
+        A = T.match_buffer(a, (32, half, 2), "bfloat16", offset_factor=1, strides=[sa, 2, 1])
         B = T.match_buffer(b, (half, 32, 2), "bfloat16", offset_factor=1, strides=[sb, 2, 1])
         C = T.match_buffer(c, (32, 32), "float32", offset_factor=1, strides=[sc, 1])
         with T.sblock("root"):
-            T.reads(C[0:32, 0:32], A[0:32, 0:depth], B[0:half, 0:32, 0:2])
+            T.reads(C[0:32, 0:32], A[0:32, 0:half, 0:2], B[0:half, 0:32, 0:2])
             T.writes(C[0:32, 0:32])
             # LDTILECFG's 64 bytes as 16 words: palette 1 (word 0); 64 bytes a row for tiles 0-7 (words 4-7);
             # 16 rows for tiles 0-7 (words 12 and 13); the rest zero. Tiles 0-3 hold C's four 16 x 16 quarters
@@ -87,7 +88,7 @@ def _functions(depth: int):
             for s in T.serial(depth // 32):
                 for h in T.unroll(2):
                     T.evaluate(T.call_llvm_intrin("void", "llvm.x86.tileloadd64", T.Cast("int8", 4 + h),
-                                                  T.address_of(A[h * 16, s * 32]), T.int64(sa * 2)))
+                                                  T.address_of(A[h * 16, s * 16, 0]), T.int64(sa * 2)))
                     T.evaluate(T.call_llvm_intrin("void", "llvm.x86.tileloadd64", T.Cast("int8", 6 + h),
                                                   T.address_of(B[s * 16, h * 16, 0]), T.int64(sb * 2)))
                 for q in T.unroll(4):
