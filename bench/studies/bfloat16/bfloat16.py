@@ -38,8 +38,6 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the held-out models
 
 import provenance
 
-ROUND_S = 0.1
-
 SEARCH_DEPTH = 384  # the deepest intrinsic the search part uses
 
 # (name, M, K, N): the matrix products of the two models, M the rows of activations
@@ -48,22 +46,15 @@ SHAPES = [("minilm qkv", 128, 384, 1152), ("minilm ffn up", 128, 384, 1536), ("m
           ("resnet50 classifier", 1, 2048, 1000)]
 
 
-def round_time(call) -> float:
-    """Mean seconds a call over a round of at least :data:`ROUND_S`, after one untimed call."""
-    call()
-    count, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < ROUND_S or count == 0:
-        call()
-        count += 1
-    return elapsed / count
-
-
 def side_by_side(calls: dict, rounds: int) -> dict:
-    """Median seconds a call of each of ``calls`` (name -> call), the calls taking turns round by round."""
+    """Median seconds a call of each of ``calls`` (name -> call), the calls taking turns round by round, a round
+    as tunewise times one (:func:`tunewise.delivery.timing._round_time`: at least 100 ms after an untimed call)."""
+    from tunewise.delivery import timing
+
     times = {name: [] for name in calls}
     for _ in range(rounds):
         for name, call in calls.items():
-            times[name].append(round_time(call))
+            times[name].append(timing._round_time(call))
     return {name: statistics.median(t) for name, t in times.items()}
 
 

@@ -175,12 +175,16 @@ def _tvm_result(pool, job, *args):
         raise RuntimeError(f"the timing process failed: {message_line(err, last=True)}") from None
 
 
+def _openvino_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("openvino") is not None
+
+
 def cpu_references() -> tuple[str, ...]:
     """The names of the references timed on a CPU: :data:`CPU_REFERENCES`, and :data:`OPENVINO_REFERENCES` where
     ``openvino`` is installed."""
-    import importlib.util
-
-    return CPU_REFERENCES + (OPENVINO_REFERENCES if importlib.util.find_spec("openvino") else ())
+    return CPU_REFERENCES + (OPENVINO_REFERENCES if _openvino_installed() else ())
 
 
 def _names(kind: str, references: References) -> tuple[str, ...]:
@@ -490,7 +494,7 @@ def _cpu_reference_calls(spec: dict, inputs: list[np.ndarray], skipped: list[str
         session = onnxruntime.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
         feeds = {i.name: x for i, x in zip(session.get_inputs(), inputs, strict=True)}
         calls["onnxruntime"] = (lambda: session.run(None, feeds), lambda: None)
-        if OPENVINO_REFERENCES[0] in cpu_references():
+        if _openvino_installed():
             calls.update(_openvino_calls(onnx_path, inputs, skipped))
     return calls, model, tensors
 
@@ -500,16 +504,15 @@ def _openvino_calls(onnx_path: str, inputs: list[np.ndarray], skipped: list[str]
     OpenVINO cannot compile it (``skipped`` says why)."""
     import openvino
 
-    calls = {}
+    core, feeds, calls = openvino.Core(), dict(enumerate(inputs)), {}
     for name, hint in (("openvino", None), ("openvino_f32", "f32")):
         config = {"PERFORMANCE_HINT": "LATENCY"} | ({"INFERENCE_PRECISION_HINT": hint} if hint else {})
         try:
-            request = openvino.Core().compile_model(onnx_path, "CPU", config).create_infer_request()
+            request = core.compile_model(onnx_path, "CPU", config).create_infer_request()
         except Exception as err:  # OpenVINO raises RuntimeError and its own types
             skipped.append(f"no {REFERENCES[name]} reference: {message_line(err, last=True)}")
             continue
-        feeds = dict(enumerate(inputs))
-        calls[name] = (lambda request=request, feeds=feeds: request.infer(feeds), lambda: None)
+        calls[name] = (lambda request=request: request.infer(feeds), lambda: None)
     return calls
 
 

@@ -24,9 +24,6 @@ from tvm.script import tirx as T
 
 from ..errors import TargetError
 
-BLOCK = 32
-"""The rows and columns of ``C`` one call computes (2 x 2 tiles of 16 x 16)."""
-
 STEP = 32
 """The bfloat16 depth one ``TDPBF16PS`` consumes; an intrinsic's ``depth`` is a multiple of it."""
 
