@@ -54,13 +54,16 @@ def test_an_old_form_gets_the_values_its_run_was_tuned_with():
     assert dataclasses.replace(settings, diminishing=-0.25).check_interval == model_checks.DEFAULT_EVERY
     assert set(ADDED_KEYS) == {"share", "warm_start", "evaluator", "cost_model", "runner", "goal", "energy_budget",
                                "diminishing", "check_every", "energy_meter", "candidate_filter", "give_up",
-                               "references", "timing_rounds", "time_untuned", "records_base", "pretrained"}
+                               "references", "timing_rounds", "time_untuned", "records_base", "pretrained",
+                               "precision"}
     # no record base: none existed, today's runs read the bundled one
     assert settings.records_base == "off" and RunSettings().records_base == "bundled"
     # finished as every run was before its finish was stored: references timed, the default rounds, untuned estimated
     assert (settings.references, settings.timing_rounds, settings.time_untuned) == (True, timing.ROUNDS, False)
     # tuned from an untrained cost model, as every run was before a pretrained one shipped
     assert settings.pretrained is False and RunSettings().pretrained is True
+    # computed in float32, as every run was before there was a choice
+    assert settings.precision == "float32" == RunSettings().precision
 
 
 @pytest.mark.parametrize("stored,mode", [(True, "same-anchor"), (False, "off")])

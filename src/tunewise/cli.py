@@ -18,7 +18,7 @@ import textwrap
 from tunewise import cost_models, energy, evaluators, filters, schedulers, sharing
 from tunewise.errors import InputError, TunewiseError, message_line
 from tunewise.job import logs
-from tunewise.lowering import graph
+from tunewise.lowering import graph, precision
 from tunewise.settings import RunSettings
 from tunewise.target import ISA_CLASSES
 from tunewise.tuning import model_checks
@@ -150,6 +150,9 @@ def _parser() -> argparse.ArgumentParser:
                            "where there is one)")
     tune.add_argument("--graph-level", help=f"graph passes: {', '.join(graph.LEVELS)} "
                       "(default: winograd on a CPU, nhwc on a GPU)")
+    tune.add_argument("--precision",
+                      help="what the model computes in: float32 (the default), bfloat16 (a CPU with AMX: the "
+                           "products of constant weights in bfloat16 on AMX tiles, summed in float32)")
     tune.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                       help="shape of an ONNX input with dynamic dimensions")
     tune.add_argument("--output", "-o", help="artifact folder (default tunewise-out/MODEL; with --resume, "
@@ -258,6 +261,8 @@ def _parser() -> argparse.ArgumentParser:
     tasks.add_argument("--target", help="'host' (default: this CPU with its mcpu), a JSON target, or a tag")
     tasks.add_argument("--graph-level", help=f"graph passes: {', '.join(graph.LEVELS)} "
                        "(default: winograd on a CPU, nhwc on a GPU)")
+    tasks.add_argument("--precision", default=precision.DEFAULT,
+                       help=f"what the model computes in: {', '.join(precision.PRECISIONS)} (as tunewise tune takes)")
     tasks.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                        help="shape of an ONNX input with dynamic dimensions")
     tasks.add_argument("--no-measure", action="store_true", help="skip measuring default latencies")
@@ -300,7 +305,8 @@ def _tune_options(args) -> dict:
 
     options = {"input_shapes": frontend.parse_input_shapes(args.input_shape), "budget": _budget(args),
                "scheduler": args.scheduler, "trials_per_slot": _whole("--trials-per-slot", args.trials_per_slot),
-               "level": args.graph_level, "seed": _whole("--seed", args.seed, minimum=0),
+               "level": args.graph_level, "precision": args.precision,
+               "seed": _whole("--seed", args.seed, minimum=0),
                "evaluator": args.evaluator, "cost_model": args.cost_model, "output": args.output,
                "share": _share(args), "warm_start": False if args.no_warm_start else None,
                "pretrained": False if args.no_pretrained else None, "goal": args.goal,
@@ -338,9 +344,9 @@ def _cmd_tune(args) -> int:
     from tunewise.job import workflow
 
     if args.resume is not None:
-        own = ("scheduler", "trials_per_slot", "graph_level", "seed", "target", "evaluator", "cost_model", "goal",
-               "energy_budget", "diminishing", "check_every", "energy_meter", "candidate_filter", "share", "runner",
-               "cache_flush", "give_up", "records_base")
+        own = ("scheduler", "trials_per_slot", "graph_level", "precision", "seed", "target", "evaluator",
+               "cost_model", "goal", "energy_budget", "diminishing", "check_every", "energy_meter", "candidate_filter",
+               "share", "runner", "cache_flush", "give_up", "records_base")
         fixed = [f"--{name.replace('_', '-')}" for name in own if getattr(args, name) is not None]
         fixed += [flag for flag, given in (("--no-share", args.no_share), ("--no-warm-start", args.no_warm_start),
                                            ("--no-pretrained", args.no_pretrained)) if given]
@@ -400,11 +406,25 @@ def _cmd_tune(args) -> int:
                            for name, joules in result.joules_parts.items())
         estimated = f" ({parts})" if parts else " (estimated from CPU time)" if result.joules_estimated else ""
         print(f"tuning energy    {result.joules / 1e3:.1f} kJ{estimated}")
-    print(f"outputs          match the reference (max relative error {result.max_error:.2e})")
+    print(f"outputs          {_outputs_text(result)}")
     print(f"artifact         {result.artifact}")
     split = ", ".join(f"{name} {seconds:.0f}s" for name, seconds in result.phase_seconds.items())
     print(f"wall time        {sum(result.phase_seconds.values()):.0f}s: {split}")
     return 0
+
+
+def _outputs_text(result) -> str:
+    """How the tuned model's outputs compare with the reference's, for the summary."""
+    stated = result.accuracy or {"samples": 1, "max_relative_error": result.max_error, "argmax_agreement": None}
+    inputs = f"{stated['samples']} random input{'s' if stated['samples'] > 1 else ''}"
+    if result.precision == precision.DEFAULT:
+        text = f"match the reference on {inputs} (max relative error {stated['max_relative_error']:.2e})"
+    else:
+        text = (f"{result.precision}: within {precision.tolerance(result.precision)[1]:g} of the float32 "
+                f"reference's scale on {inputs} (max error {stated['max_relative_error']:.2e} of it)")
+    if stated["argmax_agreement"] is not None:
+        text += f"; the arg-max agrees on {stated['argmax_agreement']:.0%} of them"
+    return text
 
 
 def _cmd_tune_many(args) -> int:
@@ -504,11 +524,12 @@ def _cmd_tasks(args) -> int:
     if not args.no_measure:
         targets.check_runnable(target)
         targets.check_cores(target)
+    precision.check(args.precision, target)
     tvm_env.prepare(target.kind.name)
     imported = frontend.load(args.model, input_shapes=frontend.parse_input_shapes(args.input_shape))
     measurer = None if args.no_measure else measure.Measurer(target)
     try:
-        model = tasks.extract(imported, target, level=args.graph_level, measurer=measurer)
+        model = tasks.extract(imported, target, level=args.graph_level, precision=args.precision, measurer=measurer)
     finally:
         if measurer is not None:
             measurer.close()

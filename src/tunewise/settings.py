@@ -26,6 +26,7 @@ from tunewise.delivery import timing
 from tunewise.errors import InputError
 from tunewise.goals import Goal
 from tunewise.lowering import graph
+from tunewise.lowering import precision as precisions
 from tunewise.tuning.measure import MeasureConfig
 from tunewise.tuning.model_checks import DEFAULT_EVERY, EPOCH, NEVER
 
@@ -33,7 +34,8 @@ ADDED_KEYS: Mapping[str, object] = {"share": "off", "warm_start": False, "evalua
                                     "runner": "local", "goal": None, "energy_budget": None, "diminishing": None,
                                     "check_every": None, "energy_meter": "auto", "candidate_filter": None,
                                     "give_up": None, "references": True, "timing_rounds": timing.ROUNDS,
-                                    "time_untuned": False, "records_base": sharing.OFF, "pretrained": False}
+                                    "time_untuned": False, "records_base": sharing.OFF, "pretrained": False,
+                                    "precision": precisions.DEFAULT}
 """Keys a stored run may lack, each with the value the runs stored without it were tuned with."""
 
 
@@ -55,6 +57,7 @@ class RunSettings:
     budget: Budget = Budget(max_trials=200)
     trials_per_slot: int = 16
     level: str | None = None  # graph level, lowering.graph.LEVELS (None: the target's; a stored run keeps it)
+    precision: str = precisions.DEFAULT  # what the model computes in: lowering.precision.PRECISIONS
     seed: int = 0
     evaluator: str = evaluators.DEFAULT
     cost_model: str = "xgb"
@@ -103,6 +106,8 @@ class RunSettings:
             raise InputError(f"unknown sharing mode {self.share!r}; choose one of: {', '.join(sharing.MODES)}")
         if not isinstance(self.warm_start, bool):
             raise InputError(f"warm start must be true or false, got {self.warm_start!r}")
+        if self.precision not in precisions.PRECISIONS:
+            raise InputError(f"unknown precision {self.precision!r}; choose one of: {', '.join(precisions.PRECISIONS)}")
         if self.level is not None and self.level not in graph.LEVELS:
             raise InputError(f"unknown graph level {self.level!r}; choose one of: {', '.join(graph.LEVELS)}")
         if self.goal is not None and not isinstance(self.goal, Goal):

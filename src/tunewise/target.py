@@ -219,7 +219,8 @@ def check_runnable(target) -> None:
     """Raise :class:`TargetError` unless this machine can run what is compiled for ``target``: a GPU kind
     (cuda, rocm, vulkan, opencl, metal) needs its device 0; an llvm target with an ``mtriple`` must name this
     machine's architecture, and one with an ``mcpu`` and no ``mtriple`` must not need x86 vector instruction sets
-    (AVX, AMX, SSE, ...) this CPU lacks."""
+    (AVX, AMX, SSE, ...) this CPU lacks. For an llvm target with AMX tiles, this process is granted them
+    (:func:`tunewise.lowering.amx.enable_amx`): its kernels may use them."""
     import tvm
     from tvm.target import codegen
 
@@ -239,3 +240,7 @@ def check_runnable(target) -> None:
         if missing:
             raise TargetError(f"this CPU ({host['mcpu']}) cannot run code for mcpu {target.attrs['mcpu']}: it lacks "
                               + ", ".join(missing[:8]) + (", ..." if len(missing) > 8 else ""))
+    if kind == "llvm" and "amx-tile" in set(codegen.llvm_get_cpu_features(target)):
+        from tunewise.lowering.amx import enable_amx
+
+        enable_amx()

@@ -1,5 +1,7 @@
 """Compile tiny-mlp with and without records, check outputs, save, load and run the artifact."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -225,3 +227,27 @@ def test_cuda_tensors_in_give_cuda_tensors_out_without_copies(gpu_target):
     with pytest.raises(ModelInputError, match="input 0 is cpu"):
         compiled(x.cpu())
     np.testing.assert_allclose(compiled(model.inputs[0])[0], model.reference_outputs[0], rtol=1e-4, atol=1e-4)
+
+
+def test_accuracy_is_stated_on_the_further_samples_and_a_classifier_s_arg_max_compared(tiny_mlp):
+    compiled = compiler.CompiledModel(compiler.build(tiny_mlp), tiny_mlp.target)
+    stated = compiler.accuracy(compiled, tiny_mlp)
+    assert stated["samples"] == 1 + frontend.SAMPLES and stated["max_relative_error"] < 1e-5
+    assert stated["argmax_agreement"] == 1.0  # 16 classes
+    (inputs, outputs), *_ = tiny_mlp.samples
+    off = dataclasses.replace(tiny_mlp, samples=((inputs, (outputs[0] * 1.5,)),))
+    with pytest.raises(VerificationError, match="differs"):
+        compiler.accuracy(compiled, off)
+
+
+def test_an_arg_max_that_moves_within_the_tolerance_counts_against_the_agreement(tiny_mlp):
+    """Outputs within bfloat16's tolerance of the reference but with another arg-max: the rows are counted."""
+    near = np.array([[1.0, 0.99] + [0.0] * 10], np.float32)
+    swapped = near[:, [1, 0, *range(2, 12)]]
+    x = tiny_mlp.inputs
+    model = dataclasses.replace(tiny_mlp, precision="bfloat16", reference_outputs=(near,),
+                                samples=((x, (near,)), (x, (swapped,)), (x, (near[:, :9],))))
+    with pytest.raises(VerificationError, match="shape"):
+        compiler.accuracy(lambda *inputs: [near], model)
+    stated = compiler.accuracy(lambda *inputs: [near], dataclasses.replace(model, samples=model.samples[:2]))
+    assert stated == {"samples": 3, "max_relative_error": pytest.approx(0.01), "argmax_agreement": 2 / 3}

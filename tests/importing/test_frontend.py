@@ -43,6 +43,27 @@ def test_torch_module_import_keeps_reference_outputs():
     assert "main" in [gv.name_hint for gv in imported.mod.get_global_vars()]
 
 
+def _check_samples(imported, run):
+    """Each sample's inputs are new draws shaped like the example's, and its outputs ``run`` of them."""
+    assert len(imported.samples) == frontend.SAMPLES
+    drawn = [inputs[0] for inputs, _ in imported.samples]
+    assert all(x.shape == imported.inputs[0].shape and x.dtype == imported.inputs[0].dtype for x in drawn)
+    assert len({x.tobytes() for x in [imported.inputs[0], *drawn]}) == 1 + frontend.SAMPLES
+    for inputs, outputs in imported.samples:
+        np.testing.assert_allclose(outputs[0], run(inputs[0]), rtol=1e-5, atol=1e-6)
+
+
+def test_every_import_draws_further_samples_with_the_framework_s_outputs(tmp_path):
+    model, inputs = zoo.get("tiny-mlp")
+    torch_run = lambda x: model(torch.from_numpy(x)).detach().numpy()  # noqa: E731
+    _check_samples(frontend.load(model, example_inputs=inputs), torch_run)
+    path = str(tmp_path / "mlp.pt2")
+    torch.export.save(torch.export.export(model, inputs), path)
+    _check_samples(frontend.load(path), torch_run)
+    weight = np.arange(32, dtype=np.float32).reshape(8, 4)
+    _check_samples(frontend.load(_onnx_matmul(str(tmp_path / "mm.onnx"))), lambda x: np.maximum(x @ weight, 0))
+
+
 def test_pt2_file_import(tmp_path):
     model, inputs = zoo.get("tiny-mlp")
     path = str(tmp_path / "mlp.pt2")

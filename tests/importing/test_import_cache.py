@@ -32,7 +32,9 @@ def _pt2(path, scale: float) -> str:
 def _same(a: frontend.ImportedModel, b: frontend.ImportedModel) -> None:
     assert a.name == b.name
     tvm.ir.assert_structural_equal(a.mod, b.mod)
-    for x, y in zip(a.inputs + a.reference_outputs, b.inputs + b.reference_outputs, strict=True):
+    assert len(a.samples) == len(b.samples) == frontend.SAMPLES
+    arrays = lambda m: [*m.inputs, *m.reference_outputs, *(x for pair in m.samples for part in pair for x in part)]  # noqa: E731
+    for x, y in zip(arrays(a), arrays(b), strict=True):
         assert x.dtype == y.dtype and np.array_equal(x, y)
 
 

@@ -27,10 +27,7 @@ def _tensorized(m: int, k: int, n: int, target: dict):
 
     a = te.placeholder((m, k // 2, 2), "bfloat16", name="A")
     b = te.placeholder((n // 32, k // 2, 32, 2), "bfloat16", name="B")
-    ko, ki = te.reduce_axis((0, k // 2), "ko"), te.reduce_axis((0, 2), "ki")
-    c = te.compute((m, n), lambda i, j: te.sum(
-        a[i, ko, ki].astype("float32") * b[j // 32, ko, j % 32, ki].astype("float32"), axis=[ko, ki]), name="C")
-    sch = tvm.s_tir.Schedule(te.create_prim_func([a, b, c]))
+    sch = tvm.s_tir.Schedule(te.create_prim_func([a, b, amx.product(a, b)]))
     block = sch.get_sblock("C")
     i, j, k0, k1 = sch.get_loops(block)
     io, ii = sch.split(i, [None, 32])
@@ -53,11 +50,24 @@ def test_the_tensorized_product_compiles_to_amx_tile_instructions():
 
 
 def test_asking_for_amx_succeeds_exactly_where_the_cpu_has_it():
+    assert amx.tiles_granted() == _host_has_amx()
     if _host_has_amx():
         amx.enable_amx()
     else:
         with pytest.raises(TargetError, match="AMX"):
-            amx.enable_amx.__wrapped__()
+            amx.enable_amx()
+
+
+def test_a_weight_in_panels_holds_each_column_block_s_pairs_in_the_order_the_intrinsic_reads_them():
+    import ml_dtypes
+
+    weight = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) / 7
+    panels = amx.panels(weight)
+    assert panels.shape == (2, 32, 32, 2) and panels.dtype == ml_dtypes.bfloat16
+    k, n = 37, 45
+    assert panels[n // 32, k // 2, n % 32, k % 2] == weight[k, n].astype(ml_dtypes.bfloat16)
+    with pytest.raises(ValueError, match="multiple of 32 rows and of 32 columns"):
+        amx.panels(weight[:48])
 
 
 @pytest.mark.skipif(not _host_has_amx(), reason="the CPU has no AMX bfloat16")
@@ -70,7 +80,7 @@ def test_the_tensorized_product_equals_the_float32_product_of_the_bfloat16_value
     rng = np.random.default_rng(0)
     a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
-    panels = np.ascontiguousarray(b.reshape(k // 2, 2, n // 32, 32).transpose(2, 0, 3, 1))
+    panels = amx.panels(b.astype(np.float32))
     c = tvm.runtime.tensor(np.zeros((m, n), np.float32))
     pairs = np.ascontiguousarray(a.reshape(m, k // 2, 2))
     _tensorized(m, k, n, host_cpu())(tvm.runtime.tensor(pairs), tvm.runtime.tensor(panels), c)

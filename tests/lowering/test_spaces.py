@@ -57,3 +57,56 @@ def test_a_kernel_that_reduces_keeps_the_width_metaschedule_asks_for(host_target
         a[n, c, h, k], axis=k), name="s")])})
     ours, stock = (_postprocessed(mod, host_target, o) for o in (True, False))
     assert ours.script() == stock.script()
+
+
+def _amx_product(rows: int, depth: int, columns: int, batch: tuple[int, ...] = ()):
+    import tvm
+    from tvm import te
+
+    from tunewise.lowering import amx
+
+    a = te.placeholder((*batch, rows, depth // 2, 2), "bfloat16", name="A")
+    b = te.placeholder((*batch, columns // 32, depth // 2, 32, 2), "bfloat16", name="B")
+    return tvm.IRModule({"main": te.create_prim_func([a, b, amx.product(a, b)])})
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize(("depth", "intrinsic"), [(384, 384), (1536, 384), (96, 96), (160, 160), (480, 160)])
+def test_a_bfloat16_product_on_amx_is_searched_around_the_deepest_intrinsic_that_divides_its_depth(depth, intrinsic):
+    import tvm
+
+    assert spaces.amx_depth(_amx_product(64, depth, 64), tvm.target.Target({"kind": "llvm"})) == intrinsic
+
+
+@pytest.mark.tvm
+def test_a_batch_of_products_of_two_activations_is_searched_around_its_depth_whatever_its_rows():
+    """Attention's ``Q @ K^T``: its left operand, in pairs, also ends in 32 x 2 where the depth is 64."""
+    import tvm
+
+    target = tvm.target.Target({"kind": "llvm"})
+    assert spaces.amx_depth(_amx_product(128, 64, 128, batch=(6,)), target) == 64
+    assert spaces.amx_depth(_amx_product(128, 128, 64, batch=(6,)), target) == 128
+
+
+@pytest.mark.tvm
+def test_a_float32_task_or_a_gpu_task_is_not_searched_on_amx(host_target):
+    import tvm
+
+    assert spaces.amx_depth(_elementwise((4, 64)), host_target) is None
+    assert spaces.amx_depth(_amx_product(64, 64, 64), tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})) is None
+
+
+@pytest.mark.tvm
+def test_every_schedule_of_an_amx_space_is_tensorized_with_the_intrinsic():
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    mod = _amx_product(64, 128, 64)
+    target = tvm.target.Target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2})
+    context = ms.TuneContext(mod, target=target, space_generator=spaces.generator(mod, target), rand_state=0)
+    schedules = context.generate_design_space()
+    assert schedules
+    for sch in schedules:
+        for postproc in context.space_generator.postprocs:
+            assert postproc.apply(sch)
+        assert "tunewise_amx_bf16_32x32x128" in str(sch.trace) and "llvm.x86.tdpbf16ps" in sch.mod.script()

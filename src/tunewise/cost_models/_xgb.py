@@ -7,7 +7,7 @@ import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import XGBModel
 
-from tunewise.cost_models import _pretrained
+from tunewise.cost_models import _features, _pretrained
 
 
 @derived_object
@@ -26,11 +26,12 @@ class XGB(XGBModel._cls):
     update as the stock model trains it (on the run's data alone, once it has grown by a fifth), and a
     candidate's score is the mean of its ranks among the candidates scored, by the prior and by the run's
     booster. The blend ranked held-out workloads better than boosting on from the prior
-    (``bench/cost_model_quality.py``).
+    (``bench/cost_model_quality.py``). Features: :func:`~tunewise.cost_models._features.at_least_one_row`.
     """
 
     def __init__(self, *, seed: int = 0, prior: _pretrained.Prior | None = None, **kwargs):
         super().__init__(**kwargs)
+        self.extractor = _features.at_least_one_row(self.extractor)
         self.config = self.config._replace(seed=seed)
         self._rng = np.random.default_rng(seed)
         self.prior = prior

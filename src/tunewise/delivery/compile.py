@@ -32,6 +32,7 @@ from tunewise.errors import (
     message_line,
 )
 from tunewise.job import logs
+from tunewise.lowering import precision
 from tunewise.target import check_runnable
 from tunewise.tuning import kernel_checks, tvm_env
 
@@ -320,6 +321,29 @@ def verify(compiled: CompiledModel, inputs, reference, *, rtol: float = kernel_c
     return worst
 
 
+CLASSES = 10
+"""The fewest columns of a classifier-shaped output (``(batch, classes)``), whose arg-max :func:`accuracy` compares."""
+
+
+def accuracy(compiled: CompiledModel, model) -> dict:
+    """How ``compiled`` computes ``model`` (an :class:`~tunewise.lowering.tasks.ExtractedModel`) on its further
+    samples (:data:`tunewise.importing.frontend.SAMPLES`) beside its example: ``samples`` (how many inputs in
+    all), ``max_relative_error`` (the largest error of an output element over the largest magnitude of that
+    reference output, over them all) and ``argmax_agreement`` (for outputs of :data:`CLASSES` or more columns,
+    the fraction of rows whose arg-max is the reference's; ``None`` without such an output). Raises
+    :class:`VerificationError` where an output is outside the tolerance of the model's precision."""
+    rtol, atol = precision.tolerance(model.precision)
+    worst, agree, rows = 0.0, 0, 0
+    for inputs, reference in ((model.inputs, model.reference_outputs), *model.samples):
+        worst = max(worst, verify(compiled, inputs, reference, rtol=rtol, atol=atol))
+        for got, want in zip(compiled(*inputs), reference, strict=True):
+            if want.ndim == 2 and want.shape[1] >= CLASSES and want.dtype.kind == "f":
+                agree += int((got.argmax(axis=1) == want.argmax(axis=1)).sum())
+                rows += want.shape[0]
+    return {"samples": 1 + len(model.samples), "max_relative_error": worst,
+            "argmax_agreement": agree / rows if rows else None}
+
+
 def compile_checked(model, database=None) -> tuple[CompiledModel, float]:
     """``model`` (an :class:`~tunewise.lowering.tasks.ExtractedModel`) compiled for its target, with ``database``'s
     best records as :func:`build` applies them, and its outputs checked against the model's reference
@@ -362,7 +386,8 @@ def _import_mismatch(untuned: VerificationError) -> ImportMismatchError:
 
 def _checked(model, executable) -> tuple[CompiledModel, float]:
     compiled = CompiledModel(executable, model.target)
-    return compiled, verify(compiled, model.inputs, model.reference_outputs)
+    rtol, atol = precision.tolerance(model.precision)
+    return compiled, verify(compiled, model.inputs, model.reference_outputs, rtol=rtol, atol=atol)
 
 
 def io_metadata(inputs, outputs, mod=None) -> dict:

@@ -67,6 +67,7 @@ class Finished:
     timing: str
     ratios: dict[str, float]
     since_check: dict | None = None
+    accuracy: dict | None = None  # tunewise.delivery.compile.accuracy of the saved model
 
 
 def finish(model, database, output: str, request: FinishRequest = FinishRequest(), *,
@@ -125,19 +126,22 @@ def finish(model, database, output: str, request: FinishRequest = FinishRequest(
     if count > 1:
         how += f"; the steadiest of {count} timings, the machine in a slow stretch"
     timed = dict.fromkeys(timings.REFERENCES) | side.references
+    on_phase("checking the outputs on further random inputs")
+    stated = compiler.accuracy(compiled, model)
     compiled.metadata.update(
         model=model.name, **(request.metadata or {}),
         **compiler.io_metadata(model.inputs, model.reference_outputs, model.mod),
         latency_s=tuned_latency, untuned_latency_s=untuned_latency, **chosen,
         **{f"{name}_latency_s": latency for name, latency in timed.items()}, ratios=ratios[kept], timing=how,
-        max_relative_error=max_error, since_check=since_check,
+        max_relative_error=max_error, since_check=since_check, accuracy=stated,
         device=targets.cuda_description() if targets.is_gpu(model.target) else None,
     )
     compiled.save(output)
     with open(os.path.join(output, compiler.METADATA)) as f:
         saved = json.load(f)
     return Finished(artifact=output, metadata=saved, untuned_latency=untuned_latency, tuned_latency=tuned_latency,
-                    max_error=max_error, references=timed, timing=how, ratios=ratios[kept], since_check=since_check)
+                    max_error=max_error, references=timed, timing=how, ratios=ratios[kept], since_check=since_check,
+                    accuracy=stated)
 
 
 def steadiest(time_once: Callable[[], timings.SideBySide], read: int | None, reading: float | None, *,

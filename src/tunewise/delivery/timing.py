@@ -372,10 +372,12 @@ def _load_tvm(libraries: list[str], target: str, inputs: list[np.ndarray]) -> fl
     import tvm
     from tvm import relax
 
+    from tunewise.target import check_runnable
     from tunewise.tuning import tvm_env
 
     target = tvm.target.Target(json.loads(target))
     device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
+    check_runnable(target)
     tvm_env.use_target_threads(target)
     evaluators, args, slowest = [], [tvm.runtime.tensor(x, device) for x in inputs], 0.0
     for library in libraries:

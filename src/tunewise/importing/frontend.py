@@ -27,10 +27,38 @@ class ImportedModel:
     mod: object  # tvm.IRModule with a Relax "main"
     inputs: tuple[np.ndarray, ...]
     reference_outputs: tuple[np.ndarray, ...]
+    samples: tuple = ()  # (inputs, reference outputs) of further random inputs drawn like ``inputs`` (SAMPLES)
 
     @property
     def input_shapes(self) -> tuple[tuple[int, ...], ...]:
         return tuple(x.shape for x in self.inputs)
+
+
+SAMPLES = 8
+"""Further random inputs a model is imported with, beside its example, and the source framework's outputs for
+each: what a compiled model's accuracy is stated on (how often a classifier's arg-max agrees)."""
+
+
+def _samples(run, inputs: tuple[np.ndarray, ...], seed: int) -> tuple:
+    """:data:`SAMPLES` ``(inputs, outputs)`` pairs: inputs drawn like ``inputs`` (:func:`_example_input`, seeded
+    by ``seed``), ``run(*inputs)`` (the source framework, numpy in and out) the outputs."""
+    generator = np.random.default_rng([seed, SAMPLES])
+    pairs = []
+    for _ in range(SAMPLES):
+        drawn = tuple(_example_input(x, generator) for x in inputs)
+        pairs.append((drawn, tuple(run(*drawn))))
+    return tuple(pairs)
+
+
+def _torch_runner(module):
+    """``module`` as :func:`_samples` runs it: numpy arrays in, its outputs as numpy arrays out."""
+    import torch
+
+    def run(*inputs):
+        with torch.no_grad():
+            return _as_numpy_outputs(module(*(torch.from_numpy(x) for x in inputs)))
+
+    return run
 
 
 def _numpy(tensor, what: str) -> np.ndarray:
@@ -96,7 +124,7 @@ def from_torch(model, example_inputs, *, name: str = "model") -> ImportedModel:
             raise ModelImportError(f"torch.export failed for {name}: {message_line(err)}") from None
     mod = _relax_from_exported(ep, name)
     inputs = tuple(_numpy(x, f"input {i}") for i, x in enumerate(example_inputs))
-    return ImportedModel(name, mod, inputs, reference)
+    return ImportedModel(name, mod, inputs, reference, _samples(_torch_runner(model), inputs, 0))
 
 
 def _example_input(spec, generator: np.random.Generator) -> np.ndarray:
@@ -155,7 +183,8 @@ def from_exported_program_file(path: str, *, seed: int = 0) -> ImportedModel:
     with torch.no_grad():
         reference = _as_numpy_outputs(ep.module()(*example))
     mod = _relax_from_exported(ep, name)
-    return ImportedModel(name, mod, tuple(_numpy(x, f"input {i}") for i, x in enumerate(example)), reference)
+    inputs = tuple(_numpy(x, f"input {i}") for i, x in enumerate(example))
+    return ImportedModel(name, mod, inputs, reference, _samples(_torch_runner(ep.module()), inputs, seed))
 
 
 def _onnx_input_shapes(model, overrides: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
@@ -247,7 +276,9 @@ def from_onnx_file(path: str, *, input_shapes: dict[str, tuple[int, ...]] | None
                                 keep_params_in_input=False)
             except Exception:
                 raise ModelImportError(f"cannot import {path}: {message_line(err)}") from None
-    return ImportedModel(name, mod, tuple(feeds[k] for k in shapes), reference)
+    inputs = tuple(feeds[k] for k in shapes)
+    samples = _samples(lambda *xs: session.run(None, dict(zip(shapes, xs, strict=True))), inputs, seed)
+    return ImportedModel(name, mod, inputs, reference, samples)
 
 
 def _constants_folded(model):

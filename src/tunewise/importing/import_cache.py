@@ -2,11 +2,10 @@
 the framework's export and conversion.
 
 An entry is what :func:`tunewise.importing.frontend.load` returns for a zoo name or a model file: the Relax module
-(TVM's
-JSON, weights included), the example inputs and the reference outputs. Its key covers everything the import
-depends on: the zoo name or the file's contents (not its path or time), the input shapes and seed asked for,
-the versions of TVM, PyTorch, ONNX and onnxruntime, and the source of tunewise's import code. Only successful
-imports are kept; a damaged entry is removed and the model imported again.
+(TVM's JSON, weights included), the example inputs, the reference outputs and the further samples. Its key covers
+everything the import depends on: the zoo name or the file's contents (not its path or time), the input shapes
+and seed asked for, the versions of TVM, PyTorch, ONNX and onnxruntime, and the source of tunewise's import code.
+Only successful imports are kept; a damaged entry is removed and the model imported again.
 
 Entries live in ``$TUNEWISE_CACHE_DIR/imports`` (by default ``$XDG_CACHE_HOME/tunewise``, else
 ``~/.cache/tunewise``); ``TUNEWISE_CACHE_DIR=`` (empty) turns the cache off. The least recently used entries are
@@ -29,7 +28,7 @@ import numpy as np
 
 CACHE_DIR_VARIABLE = "TUNEWISE_CACHE_DIR"
 MAX_BYTES = 2 << 30
-_FORMAT = 1  # of an entry's files
+_FORMAT = 2  # of an entry's files
 _DEPENDENCIES = ("apache-tvm", "torch", "onnx", "onnxruntime")
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # src/tunewise
 # the tunewise code of an import
@@ -78,7 +77,8 @@ def key(source: str, *, zoo_model: bool, input_shapes: dict | None, seed: int) -
 
 
 def get(entry_key: str) -> tuple | None:
-    """``(name, module, inputs, reference outputs)`` of the model kept under ``entry_key``, or ``None``."""
+    """``(name, module, inputs, reference outputs, samples)`` of the model kept under ``entry_key``, or
+    ``None``."""
     root = folder()
     if root is None:
         return None
@@ -95,12 +95,15 @@ def get(entry_key: str) -> tuple | None:
         with np.load(os.path.join(entry, "arrays.npz")) as arrays:
             inputs = tuple(arrays[f"input{i}"] for i in range(described["inputs"]))
             outputs = tuple(arrays[f"output{i}"] for i in range(described["outputs"]))
+            samples = tuple((tuple(arrays[f"sample{j}_input{i}"] for i in range(described["inputs"])),
+                             tuple(arrays[f"sample{j}_output{i}"] for i in range(described["outputs"])))
+                            for j in range(described["samples"]))
     except Exception:  # a damaged entry (cut short by a full disk, edited by hand) is imported again
         shutil.rmtree(entry, ignore_errors=True)
         return None
     with contextlib.suppress(OSError):
         os.utime(entry)  # recently used
-    return described["name"], mod, inputs, outputs
+    return described["name"], mod, inputs, outputs, samples
 
 
 def put(entry_key: str, imported) -> None:
@@ -122,10 +125,13 @@ def put(entry_key: str, imported) -> None:
             f.write(tvm.ir.save_json(imported.mod))
         arrays = {f"input{i}": x for i, x in enumerate(imported.inputs)}
         arrays.update({f"output{i}": y for i, y in enumerate(imported.reference_outputs)})
+        for j, (inputs, outputs) in enumerate(imported.samples):
+            arrays.update({f"sample{j}_input{i}": x for i, x in enumerate(inputs)})
+            arrays.update({f"sample{j}_output{i}": y for i, y in enumerate(outputs)})
         np.savez(os.path.join(staging, "arrays.npz"), **arrays)
         with open(os.path.join(staging, "model.json"), "w") as f:  # written last: an entry with it is whole
             json.dump({"name": imported.name, "inputs": len(imported.inputs),
-                       "outputs": len(imported.reference_outputs)}, f)
+                       "outputs": len(imported.reference_outputs), "samples": len(imported.samples)}, f)
         os.rename(staging, os.path.join(root, entry_key))  # atomic; another process may have kept it first
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)

@@ -22,6 +22,7 @@ from tunewise.errors import InputError
 from tunewise.forecast import Forecaster
 from tunewise.importing import frontend
 from tunewise.job.interrupts import raise_if_stopped
+from tunewise.lowering import precision as precisions
 from tunewise.lowering import tasks
 from tunewise.settings import RunSettings
 from tunewise.tuning import measure, tvm_env
@@ -37,10 +38,12 @@ def load_model(source, settings: RunSettings, *, target=None, measurer: measure.
     target, or what :func:`tunewise.target.resolve` takes); with a ``measurer``, their default latencies
     measured (:func:`tunewise.lowering.tasks.measure_defaults`)."""
     tvm_target = targets.resolve(target)
+    precisions.check(settings.precision, tvm_target)
     tvm_env.prepare(tvm_target.kind.name)
     imported = frontend.load(source, example_inputs=example_inputs, input_shapes=settings.input_shapes,
                              seed=settings.seed)
-    return tasks.extract(imported, tvm_target, level=settings.level, measurer=measurer)
+    return tasks.extract(imported, tvm_target, level=settings.level, precision=settings.precision,
+                         measurer=measurer)
 
 
 def make_measurer(target, settings: RunSettings) -> measure.Measurer:
@@ -189,6 +192,7 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
     tvm_target = targets.resolve(target)
     targets.check_runnable(tvm_target)
     targets.check_cores(tvm_target)
+    precisions.check(settings.precision, tvm_target)
     base = sharing.open_base(settings.records_base, tvm_target)  # a bad base file is an error before the import
     store = stores.create(store)
     callbacks = CallbackList(callbacks)
@@ -208,7 +212,7 @@ def prepare_run(source, settings: RunSettings, *, store=None, target=None, examp
         goal = resolve_goal(settings, source, imported.inputs, example_inputs=example_inputs, target=tvm_target)
         callbacks.phase("extracting tasks")
         extract_start = time.perf_counter()
-        model = tasks.extract(imported, tvm_target, level=settings.level)
+        model = tasks.extract(imported, tvm_target, level=settings.level, precision=settings.precision)
         extract_seconds = time.perf_counter() - extract_start
         raise_if_stopped()
         try:

@@ -77,6 +77,8 @@ class TuneResult:
     base_tasks: int = 0  # tasks that started from a record base's records (tunewise.sharing.RecordBase)
     records_base: str | None = None  # the run's records_base setting
     pretrained_tasks: int = 0  # tasks whose first slot the pretrained cost model ranked (this sitting's)
+    precision: str = "float32"  # what the model computes in (tunewise.lowering.precision.PRECISIONS)
+    accuracy: dict | None = None  # on further random inputs: tunewise.delivery.compile.accuracy
 
     def references(self) -> dict[str, float]:
         """The references timed beside the tuned model, by their names in
@@ -308,7 +310,7 @@ def _tune(source, store, run: int | None, settings: RunSettings, scheduler, targ
         source=source, example_inputs=example_inputs, seed=settings.seed, references=settings.references,
         timing_rounds=settings.timing_rounds, time_untuned=settings.time_untuned, finish_by=end,
         metadata=dict(
-            graph_level=model.level, scheduler=type(session.scheduler).__name__, run=run,
+            graph_level=model.level, precision=model.precision, scheduler=type(session.scheduler).__name__, run=run,
             trials=summary.trials, failures=summary.failures, tuning_seconds=summary.elapsed,
             evaluator=settings.evaluator, cost_model=settings.cost_model, shared_trials=session.shared,
             pretrained_tasks=session.pretrained_tasks, versions=tvm_env.versions(),
@@ -343,6 +345,7 @@ def _result(summary: RunSummary, done: Finished, session: Session, *, name: str,
                       joules_parts=joules_parts, records=done.metadata.get("records", "final"),
                       final_latency=done.metadata.get("final_records_latency_s"), untuned_estimate=summary.untuned,
                       ratios=done.ratios, since_check=done.since_check, base_tasks=summary.base_tasks,
+                      precision=session.model.precision, accuracy=done.accuracy,
                       records_base=summary.run.settings.get("records_base"),
                       pretrained_tasks=session.pretrained_tasks)
 

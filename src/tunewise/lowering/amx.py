@@ -5,27 +5,32 @@ operands bfloat16 in pairs along the depth ``k``: ``A2[m, k // 2, k % 2]`` (a ro
 ``B2[k // 2, n, k % 2]`` (AMX's layout). Plain indices let MetaSchedule's auto-tensorization map a task onto it.
 The block stays in four accumulator tiles while ``depth`` is consumed 32 at a time, four ``TDPBF16PS`` a step.
 
-The intrinsic reaches LLVM as AMX's own calls (``ldtilecfg``, ``tileloadd64``, ``tdpbf16ps``, ``tilestored64``),
-whose operands are tile numbers and pointers. No bfloat16 value passes through TIR's arithmetic, so TVM's
-bfloat16 legalisation (bfloat16 arithmetic to float32, storage to ``uint16``) leaves it intact. Each call
-configures the eight tiles, loads its accumulators and stores them back: calls compose in any order, on any
-thread, but not inside a vectorized loop.
+It reaches LLVM as AMX's own calls (``ldtilecfg``, ``tileloadd64``, ``tdpbf16ps``, ``tilestored64``) on tile
+numbers and pointers, which TVM's bfloat16 legalisation leaves intact. Each call configures the eight tiles,
+loads its accumulators and stores them back: calls compose in any order, on any thread, but not inside a
+vectorized loop. :func:`product` is the product in those layouts as a TE computation,
+:func:`panels` lays a constant weight out for it, :func:`to_panels` an activation.
 
-Linux lets a process use AMX's tile data only after it asks (``arch_prctl(ARCH_REQ_XCOMP_PERM)``);
-:func:`enable_amx` asks, once a process, and every process that runs such a kernel (a runner's too) calls it first.
+Linux lets a process use AMX's tile data only once it asks (``arch_prctl(ARCH_REQ_XCOMP_PERM)``):
+:func:`tiles_granted` asks, through :func:`tunewise.target.check_runnable` and in the measuring workers' zygote.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import platform
+import sys
 
+import numpy as np
 from tvm.script import tirx as T
 
 from ..errors import TargetError
 
 STEP = 32
 """The bfloat16 depth one ``TDPBF16PS`` consumes; an intrinsic's ``depth`` is a multiple of it."""
+BLOCK = 32
+"""The rows and columns of an intrinsic's block: a product's rows and columns are multiples of it."""
 
 _SYS_ARCH_PRCTL = 158  # x86-64
 _ARCH_REQ_XCOMP_PERM = 0x1023
@@ -33,14 +38,67 @@ _XFEATURE_XTILEDATA = 18
 
 
 @functools.cache
-def enable_amx() -> None:
-    """Ask Linux for AMX's tile data in this process; :class:`TargetError` when it refuses (a CPU or kernel
-    without AMX), so that a kernel using the intrinsic fails with a message, not with ``SIGILL``."""
+def tiles_granted() -> bool:
+    """Whether Linux lets this process use AMX's tile data: asked once a process, never raising (a CPU or
+    kernel without AMX refuses; so does any system but Linux on x86-64)."""
+    if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return False
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) != 0:
-        raise TargetError("this CPU or Linux kernel does not grant AMX tile data "
-                          f"(arch_prctl errno {ctypes.get_errno()}): bfloat16 on AMX needs a CPU with amx-bf16 "
-                          "and Linux 5.16 or later")
+    return libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
+
+
+def enable_amx() -> None:
+    """:func:`tiles_granted`, or :class:`TargetError` when it is refused, so that a kernel using the intrinsic
+    fails with a message, not with ``SIGILL``."""
+    if not tiles_granted():
+        raise TargetError("this CPU or Linux kernel does not grant AMX tile data: bfloat16 on AMX needs a CPU "
+                          "with amx-bf16 and Linux 5.16 or later")
+
+
+def product(a, b):
+    """The TE computation ``C = A @ B`` (float32 ``C``, ``(*batch, M, N)``) of ``a`` (bfloat16 ``A`` in pairs,
+    ``(*batch, M, K // 2, 2)``) and ``b`` (bfloat16 ``B`` in 32-column panels of pairs, ``(*batch, N // 32, K // 2,
+    32, 2)``, :func:`panels`, or without the batch dimensions: one ``B`` for every ``A``), each term a product of
+    the bfloat16 values in float32: what the intrinsic computes, block by block."""
+    from tvm import te
+
+    *batch, rows, half, _ = a.shape
+    shared = len(b.shape) == 4
+    ko, ki = te.reduce_axis((0, half), "ko"), te.reduce_axis((0, 2), "ki")
+
+    def value(*index):
+        *outer, i, j = index
+        panel = b[j // BLOCK, ko, j % BLOCK, ki] if shared else b[(*outer, j // BLOCK, ko, j % BLOCK, ki)]
+        return te.sum(a[(*outer, i, ko, ki)].astype("float32") * panel.astype("float32"), axis=[ko, ki])
+
+    return te.compute((*batch, rows, b.shape[-4] * BLOCK), value, name="C")
+
+
+def to_panels(x):
+    """The TE computation of float32 ``x`` (``(*batch, K, N)``, ``K`` and ``N`` multiples of 32) rounded to bfloat16
+    in :func:`panels`' layout, ``(*batch, N // 32, K // 2, 32, 2)``: the right operand of a product of two
+    activations, laid out as the product runs."""
+    from tvm import te
+
+    *batch, depth, columns = x.shape
+
+    def value(*index):
+        *outer, panel, half, column, pair = index
+        return x[(*outer, half * 2 + pair, panel * BLOCK + column)].astype("bfloat16")
+
+    return te.compute((*batch, columns // BLOCK, depth // 2, BLOCK, 2), value, name="panels")
+
+
+def panels(weight: np.ndarray) -> np.ndarray:
+    """A ``(K, N)`` float32 matrix, ``K`` and ``N`` multiples of 32, rounded to bfloat16 (to nearest, ties to
+    even) and laid out as :func:`product` reads ``B``: ``[n // 32, k // 2, n % 32, k % 2]``."""
+    import ml_dtypes
+
+    depth, columns = weight.shape
+    if depth % STEP or columns % BLOCK:
+        raise ValueError(f"a weight in panels has a multiple of {STEP} rows and of {BLOCK} columns, not {weight.shape}")
+    rounded = np.asarray(weight, np.float32).astype(ml_dtypes.bfloat16)
+    return np.ascontiguousarray(rounded.reshape(depth // 2, 2, columns // BLOCK, BLOCK).transpose(2, 0, 3, 1))
 
 
 def _functions(depth: int):

@@ -21,6 +21,7 @@ import logging
 import math
 
 from tunewise.errors import InputError, UnsupportedOperatorError, message_line
+from tunewise.lowering import precision as precisions
 
 LEVELS = ("none", "decompose", "fold-bn", "nhwc", "prepack", "winograd")
 LAYOUT_STEP = "channels-last layout"
@@ -68,21 +69,24 @@ def default_level(target) -> str:
     return "nhwc" if is_gpu(target) else "winograd"
 
 
-def optimize(mod, target, level: str):
-    """Run the graph-level passes of ``level`` on ``mod`` for ``target``; returns a new module, every function
-    of which compiles. Raises :class:`~tunewise.errors.UnsupportedOperatorError` on an operator that compiles
-    at no level."""
-    return optimize_and_lower(mod, target, level)[0]
+def optimize(mod, target, level: str, precision: str = precisions.DEFAULT):
+    """Run the graph-level passes of ``level`` on ``mod`` for ``target``, then those lowering it to
+    ``precision`` (:func:`tunewise.lowering.precision.steps`); returns a new module, every function of which
+    compiles. Raises :class:`~tunewise.errors.UnsupportedOperatorError` on an operator that compiles at no
+    level."""
+    return optimize_and_lower(mod, target, level, precision)[0]
 
 
-def optimize_and_lower(mod, target, level: str) -> tuple:
-    """``(optimize(mod, target, level), lower(...) of it)``: the module to compile and the module to extract
-    tasks from."""
+def optimize_and_lower(mod, target, level: str, precision: str = precisions.DEFAULT) -> tuple:
+    """``(optimize(mod, target, level, precision), lower(...) of it)``: the module to compile and the module to
+    extract tasks from."""
     import tvm
 
     from tunewise.target import is_gpu
 
     steps = _steps(level)
+    at = next((i for i, (name, _) in enumerate(steps) if name == WINOGRAD_STEP), len(steps))
+    steps[at:at] = precisions.steps(precision)
     if level == "winograd" and is_gpu(target):
         raise InputError(f"graph level {level!r} is for CPU targets; on a GPU choose one of: "
                          f"{', '.join(LEVELS[:LEVELS.index(level)])}")

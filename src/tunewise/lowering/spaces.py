@@ -2,7 +2,8 @@
 similarity that generates one.
 
 On a CPU, MetaSchedule's rules and postprocessors for the target (``llvm``), with one postprocessor of ours
-before them (:func:`aligned_vectorize`). On an NVIDIA GPU, its ``cuda`` rules, or its
+before them (:func:`aligned_vectorize`); a bfloat16 product on AMX (:func:`amx_depth`) has a space of its own,
+tiled around the AMX intrinsic (:func:`amx_generator`). On an NVIDIA GPU, its ``cuda`` rules, or its
 ``cuda-tensorcore`` rules where the task reads 16-bit floats: tensor cores compute only on 16-bit inputs here,
 and the tensor-core rules need the CUDA tensor intrinsics registered, a slow import that a float32 model
 has no use for.
@@ -38,6 +39,9 @@ def generator(mod, target):
     from tunewise.lowering import winograd
 
     winograd.register_rules()
+    depth = amx_depth(mod, target)
+    if depth is not None:
+        return amx_generator(depth)
     kind = rules(mod, target)
     if kind == "cuda-tensorcore":
         importlib.import_module("tvm.s_tir.tensor_intrin.cuda")
@@ -45,6 +49,51 @@ def generator(mod, target):
         return ms.space_generator.PostOrderApply(sch_rules=kind, postprocs=kind, mutator_probs=kind)
     postprocs = [aligned_vectorize(), *stock_postprocs(mod, target)]
     return ms.space_generator.PostOrderApply(sch_rules=kind, postprocs=postprocs, mutator_probs=kind)
+
+
+AMX_MAX_DEPTH = 384
+"""The deepest AMX intrinsic a search tiles with (bench/studies/bfloat16/findings.md: 64 trials reach 1777-2050
+GFLOP/s on a 2-core Xeon, as fast as oneDNN's bfloat16)."""
+
+
+def amx_depth(mod, target) -> int | None:
+    """The depth of the AMX intrinsic a task's search tiles with: for a task that reads an operand in AMX panels
+    (:func:`tunewise.lowering.amx.panels`: of its bfloat16 arguments ending in 32 x 2, the one of most
+    dimensions; the other operand, in pairs, has one fewer) on an llvm target, the largest multiple of
+    :data:`~tunewise.lowering.amx.STEP` up to :data:`AMX_MAX_DEPTH` that divides the product's depth; ``None``
+    for every other task."""
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from tunewise.lowering.amx import BLOCK, STEP
+
+    if target.kind.name != "llvm":
+        return None
+    shapes = [[int(d) for d in arg.shape] for arg in ArgInfo.from_prim_func(mod["main"])
+              if str(arg.dtype) == "bfloat16"]
+    panels = max((shape for shape in shapes if len(shape) >= 4 and shape[-2:] == [BLOCK, 2]), key=len, default=None)
+    if panels is None:
+        return None
+    depth = 2 * panels[-3]
+    return max(d for d in range(STEP, min(depth, AMX_MAX_DEPTH) + 1, STEP) if depth % d == 0)
+
+
+def amx_generator(depth: int):
+    """The space of a bfloat16 product on AMX: MetaSchedule's multi-level tiling around the intrinsic of
+    ``depth`` (:func:`tunewise.lowering.amx.amx_bf16_intrinsic`), its elementwise epilogue fused where it writes
+    back, parallel and unrolled loops but none vectorized (a vectorized loop around the intrinsic's calls
+    computes wrong results), and the llvm target's mutators."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tunewise.lowering.amx import amx_bf16_intrinsic
+
+    rules = [ms.schedule_rule.MultiLevelTilingWithIntrin(
+                 amx_bf16_intrinsic(depth), structure="SSRSRS", max_innermost_factor=64,
+                 reuse_write=ms.schedule_rule.ReuseType(req="may", levels=[1, 2], scope="global")),
+             ms.schedule_rule.ParallelizeVectorizeUnroll(max_jobs_per_core=16, max_vectorize_extent=0,
+                                                         unroll_max_steps=[0, 16, 64], unroll_explicit=True)]
+    postprocs = [ms.postproc.DisallowDynamicLoop(), ms.postproc.RewriteParallelVectorizeUnroll(),
+                 ms.postproc.RewriteReductionBlock(), ms.postproc.RewriteTensorize(vectorize_init_loop=False)]
+    return ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=postprocs, mutator_probs="llvm")
 
 
 def stock_postprocs(mod, target) -> list:

@@ -52,6 +52,8 @@ class ExtractedModel:
     task_mods: tuple[object, ...]
     level: str
     inputs: tuple = ()
+    precision: str = "float32"  # what the module computes in (tunewise.lowering.precision.PRECISIONS)
+    samples: tuple = ()  # further (inputs, reference outputs), tunewise.importing.frontend.SAMPLES
     reference_outputs: tuple = ()
     defaults_measured: bool = False
 
@@ -109,9 +111,11 @@ def _in_place_as_call_tir(mod):
     return graph.rewriting_pass(("relax.call_tir_inplace",), rewrite, "InPlaceAsCallTIR")(mod)
 
 
-def extract(imported, target, *, level: str | None = None, measurer=None) -> ExtractedModel:
+def extract(imported, target, *, level: str | None = None, precision: str = "float32",
+            measurer=None) -> ExtractedModel:
     """Optimise ``imported`` (a :class:`tunewise.importing.frontend.ImportedModel`) at graph level ``level`` (``None``:
-    the target's, :func:`tunewise.lowering.graph.default_level`) and extract its tasks.
+    the target's, :func:`tunewise.lowering.graph.default_level`) in ``precision``
+    (:mod:`tunewise.lowering.precision`) and extract its tasks.
 
     With a ``measurer`` (:class:`tunewise.tuning.measure.Measurer`) the default latencies are measured
     (:func:`measure_defaults`); without one they are left at ``inf``. Raises
@@ -121,14 +125,15 @@ def extract(imported, target, *, level: str | None = None, measurer=None) -> Ext
     from tvm_ffi import structural_hash
 
     level = graph.default_level(target) if level is None else level
-    mod, lowered = graph.optimize_and_lower(imported.mod, target, level)
+    mod, lowered = graph.optimize_and_lower(imported.mod, target, level, precision)
     extracted = [t for t in ms.relax_integration.extract_tasks(_in_place_as_call_tir(lowered), target)
                  if not t.dispatched[0].attrs or not t.dispatched[0].attrs.get("tirx.is_scheduled", False)]
     task_mods = tuple(t.dispatched[0] for t in extracted)
     tasks = tuple(Task(t.task_name, f"{structural_hash(m) & (2**64 - 1):016x}", int(t.weight), _flops(m), math.inf)
                   for t, m in zip(extracted, task_mods, strict=True))
     model = ExtractedModel(name=imported.name, mod=mod, target=target, tasks=tasks, task_mods=task_mods, level=level,
-                           inputs=imported.inputs, reference_outputs=imported.reference_outputs)
+                           inputs=imported.inputs, reference_outputs=imported.reference_outputs, precision=precision,
+                           samples=imported.samples)
     return model if measurer is None else measure_defaults(model, measurer)
 
 

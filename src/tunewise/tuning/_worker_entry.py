@@ -33,7 +33,11 @@ def isolate() -> None:
 
 
 def serve(sock: socket.socket) -> None:
-    """Fork a worker for every request on ``sock`` (a ``SOCK_SEQPACKET`` socket) until it closes."""
+    """Fork a worker for every request on ``sock`` (a ``SOCK_SEQPACKET`` socket) until it closes; AMX's tiles
+    asked for first, where the CPU has them, for the workers to inherit (their candidates may use them)."""
+    from tunewise.lowering.amx import tiles_granted
+
+    tiles_granted()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the workers are reaped as they end
     while True:
         try:
