@@ -10,7 +10,8 @@ Per model (the held-out models of :mod:`heldout_models`, written as ``.pt2`` fil
 ``--minutes`` of tuning time, from an empty store, as ``tunewise tune`` runs it; its summary holds the tuned
 latency beside PyTorch eager, onnxruntime, OpenVINO in its default precision and OpenVINO f32, all taking turns
 round by round in fresh processes, and the largest error of the outputs against the source framework's float32
-ones, relative to each output's scale. ``--out`` holds one row a model, written after each, with the command
+ones, relative to each output's scale (``max_error``: the example input; ``accuracy``: it and 8 further random
+inputs, and a classifier's arg-max agreement). ``--out`` holds one row a model, written after each, with the command
 line, the commit and the CPU model (:mod:`provenance`).
 """
 
@@ -39,7 +40,8 @@ def row(name: str, result) -> dict:
     return {"model": name, "precision": result.precision, "tuned_ms": ms(result.tuned_latency),
             "estimated_ms": ms(result.estimated_latency),
             "references_ms": {key: ms(latency) for key, latency in result.references().items()},
-            "ratios": result.ratios, "max_error": result.max_error, "tasks": result.tasks, "trials": result.trials,
+            "ratios": result.ratios, "max_error": result.max_error, "accuracy": result.accuracy,
+            "tasks": result.tasks, "trials": result.trials,
             "tuning_s": result.tuning_seconds, "timing": result.timing}
 
 

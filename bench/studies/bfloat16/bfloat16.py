@@ -38,8 +38,6 @@ sys.path.insert(0, BENCH)  # bench/: provenance and the held-out models
 
 import provenance
 
-SEARCH_DEPTH = 384  # the deepest intrinsic the search part uses
-
 # (name, M, K, N): the matrix products of the two models, M the rows of activations
 SHAPES = [("minilm qkv", 128, 384, 1152), ("minilm ffn up", 128, 384, 1536), ("minilm ffn down", 128, 1536, 384),
           ("resnet50 1x1 56x56 64->256", 3136, 64, 256), ("resnet50 1x1 14x14 1024->256", 196, 1024, 256),
@@ -146,26 +144,20 @@ def amx_kernel(m: int, k: int, n: int, packed: bool, cores: int):
 
 
 def searched_kernel(m: int, k: int, n: int, trials: int, seed: int = 0):
-    """The kernel of :func:`product` (panels) that MetaSchedule finds in ``trials`` trials with
-    ``MultiLevelTilingWithIntrin`` on the intrinsic of depth :data:`SEARCH_DEPTH` or less, no vectorized loop
-    (the intrinsic's calls cannot be vectorized), its runner enabling AMX; and how long the search took."""
+    """The kernel of :func:`product` (panels) that MetaSchedule finds in ``trials`` trials in tunewise's space of
+    an AMX product (:func:`tunewise.lowering.spaces.amx_generator`, on the intrinsic of
+    :func:`tunewise.lowering.spaces.amx_depth`), its runner enabling AMX; and how long the search took."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    from tunewise.lowering.amx import STEP, amx_bf16_intrinsic, enable_amx
+    from tunewise.lowering import spaces
+    from tunewise.lowering.amx import enable_amx
     from tunewise.target import host_cpu
 
-    depth = max(d for d in range(STEP, min(k, SEARCH_DEPTH) + 1, STEP) if k % d == 0)
-    rules = [ms.schedule_rule.MultiLevelTilingWithIntrin(
-                 amx_bf16_intrinsic(depth), structure="SSRSRS", max_innermost_factor=64,
-                 reuse_write=ms.schedule_rule.ReuseType(req="may", levels=[1, 2], scope="global")),
-             ms.schedule_rule.ParallelizeVectorizeUnroll(max_jobs_per_core=16, max_vectorize_extent=0,
-                                                         unroll_max_steps=[0, 16, 64], unroll_explicit=True)]
-    postprocs = [ms.postproc.DisallowDynamicLoop(), ms.postproc.RewriteParallelVectorizeUnroll(),
-                 ms.postproc.RewriteReductionBlock(), ms.postproc.RewriteTensorize(vectorize_init_loop=False)]
-    space = ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=postprocs, mutator_probs={})
     mod = tvm.IRModule({"main": product(m, k, n, True).with_attr("global_symbol", "main")})
     target = tvm.target.Target(host_cpu())
+    depth = spaces.amx_depth(mod, target)
+    space = spaces.amx_generator(depth)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as work:
         database = ms.tune_tir(mod, target, work, max_trials_global=trials, num_trials_per_iter=32, space=space,
