@@ -165,7 +165,8 @@ def bfloat16_products():
     :func:`tunewise.lowering.amx.product`, its rows, depth and columns padded to whole blocks with zeros: a
     matmul's activation cast to bfloat16 and read in pairs (a view), a convolution's rows gathered by
     :func:`patches`; the weight in panels (:func:`tunewise.lowering.amx.panels`, a constant); the result sliced
-    to the operator's rows and columns and reshaped to its output. A pointwise convolution (1 x 1, stride 1, no
+    to the operator's rows and columns and viewed in its output's shape (a reshape fused into the kernels
+    around it would make them gather). A pointwise convolution (1 x 1, stride 1, no
     padding) reads its input as its rows, as a matmul does."""
     import numpy as np
     import tvm
@@ -191,10 +192,10 @@ def bfloat16_products():
             gathered = (kernel, strides, any(padding)) != ((1, 1), (1, 1), False)  # else its input is its rows
         (depth, columns), rows = matrix.shape, int(np.prod(out_shape[:-1]))
         padded = (_padded(rows, amx.BLOCK), _padded(depth, amx.STEP), _padded(columns, amx.BLOCK))
-        if not gathered:
-            lhs = relax.op.reshape(relax.op.astype(x, "bfloat16"), (rows, depth))
+        if not gathered:  # cast in its own shape, then viewed: a reshape in the cast's kernel would gather
+            lhs = relax.op.astype(x, "bfloat16")
             if padded[:2] != (rows, depth):
-                lhs = relax.op.nn.pad(lhs, [0, padded[0] - rows, 0, padded[1] - depth])
+                lhs = relax.op.nn.pad(relax.op.reshape(lhs, (rows, depth)), [0, padded[0] - rows, 0, padded[1] - depth])
             pairs = builder.emit(relax.op.memory.view(builder.emit(lhs), (padded[0], padded[1] // 2, 2)))
         else:
             matrix_rows = builder.emit(builder.call_te(patches, x, kernel, strides, padding, dilation, padded[0],
@@ -207,7 +208,7 @@ def bfloat16_products():
                                                primfunc_attrs={"op_pattern": _OUT_EWISE_FUSABLE}))
         if (padded[0], padded[2]) != (rows, columns):
             product = builder.emit(relax.op.strided_slice(product, [0, 1], [0, 0], [rows, columns]))
-        return product if len(out_shape) == 2 else relax.op.reshape(product, out_shape)
+        return product if len(out_shape) == 2 else relax.op.memory.view(product, out_shape)
 
     return graph.rewriting_pass(("relax.matmul", "relax.nn.conv2d"), rewrite, "BFloat16Products")
 
