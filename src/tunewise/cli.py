@@ -21,7 +21,7 @@ from tunewise.job import logs
 from tunewise.lowering import graph, precision
 from tunewise.settings import RunSettings
 from tunewise.target import ISA_CLASSES
-from tunewise.tuning import model_checks
+from tunewise.tuning import kernel_checks, model_checks
 from tunewise.tuning.measure import MeasureConfig
 
 _VERBOSE = ("show TVM's, PyTorch's and ONNX's own output (logs, warnings) here instead of in a log file "
@@ -420,7 +420,7 @@ def _outputs_text(result) -> str:
     if result.precision == precision.DEFAULT:
         text = f"match the reference on {inputs} (max relative error {stated['max_relative_error']:.2e})"
     else:
-        text = (f"{result.precision}: within {precision.tolerance(result.precision)[1]:g} of the float32 "
+        text = (f"{result.precision}: within {kernel_checks.tolerance(result.precision)[1]:g} of the float32 "
                 f"reference's scale on {inputs} (max error {stated['max_relative_error']:.2e} of it)")
     if stated["argmax_agreement"] is not None:
         text += f"; the arg-max agrees on {stated['argmax_agreement']:.0%} of them"

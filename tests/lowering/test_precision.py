@@ -39,8 +39,8 @@ def test_bfloat16_is_accepted_on_a_cpu_with_amx_and_float32_anywhere():
 
 
 def test_float32_keeps_the_tolerance_of_every_check_and_bfloat16_is_relative_to_the_output_scale():
-    assert precision.tolerance("float32") == (kernel_checks.RTOL, kernel_checks.ATOL)
-    assert precision.tolerance("bfloat16") == (0.0, precision.BFLOAT16_TOLERANCE)
+    assert kernel_checks.tolerance("float32") == (kernel_checks.RTOL, kernel_checks.ATOL)
+    assert kernel_checks.tolerance("bfloat16") == (0.0, precision.BFLOAT16_TOLERANCE)
 
 
 def _dense_module(rows: int, depth: int, columns: int, seed: int = 0):

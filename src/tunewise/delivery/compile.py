@@ -32,7 +32,6 @@ from tunewise.errors import (
     message_line,
 )
 from tunewise.job import logs
-from tunewise.lowering import precision
 from tunewise.target import check_runnable
 from tunewise.tuning import kernel_checks, tvm_env
 
@@ -332,7 +331,7 @@ def accuracy(compiled: CompiledModel, model) -> dict:
     reference output, over them all) and ``argmax_agreement`` (for outputs of :data:`CLASSES` or more columns,
     the fraction of rows whose arg-max is the reference's; ``None`` without such an output). Raises
     :class:`VerificationError` where an output is outside the tolerance of the model's precision."""
-    rtol, atol = precision.tolerance(model.precision)
+    rtol, atol = kernel_checks.tolerance(model.precision)
     worst, agree, rows = 0.0, 0, 0
     for inputs, reference in ((model.inputs, model.reference_outputs), *model.samples):
         worst = max(worst, verify(compiled, inputs, reference, rtol=rtol, atol=atol))
@@ -386,7 +385,7 @@ def _import_mismatch(untuned: VerificationError) -> ImportMismatchError:
 
 def _checked(model, executable) -> tuple[CompiledModel, float]:
     compiled = CompiledModel(executable, model.target)
-    rtol, atol = precision.tolerance(model.precision)
+    rtol, atol = kernel_checks.tolerance(model.precision)
     return compiled, verify(compiled, model.inputs, model.reference_outputs, rtol=rtol, atol=atol)
 
 

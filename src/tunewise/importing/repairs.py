@@ -17,7 +17,8 @@ import math
 
 import numpy as np
 
-from tunewise.lowering.graph import clip_bounds, rewriting_pass
+from tunewise.lowering.graph import clip_bounds
+from tunewise.lowering.rewriting import rewriting_pass
 
 
 def _argument(node, index: int, name: str, default):

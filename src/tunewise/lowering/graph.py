@@ -22,6 +22,7 @@ import math
 
 from tunewise.errors import InputError, UnsupportedOperatorError, message_line
 from tunewise.lowering import precision as precisions
+from tunewise.lowering.rewriting import rewriting_pass
 
 LEVELS = ("none", "decompose", "fold-bn", "nhwc", "prepack", "winograd")
 LAYOUT_STEP = "channels-last layout"
@@ -346,33 +347,6 @@ def winograd_convolutions():
                                primfunc_name_hint="conv2d_winograd", primfunc_attrs={"op_pattern": out_fusable})
 
     return rewriting_pass(("relax.nn.conv2d",), rewrite, "WinogradConvolutions")
-
-
-def rewriting_pass(operators: tuple[str, ...], rewrite, name: str):
-    """A module pass named ``name`` that replaces each call of one of ``operators`` (Relax operator names) in
-    every Relax function by ``rewrite(builder, call)``, the call's arguments already rewritten and ``builder``
-    the ``relax.BlockBuilder`` to emit bindings with; a call for which ``rewrite`` returns None stays."""
-    import tvm
-    from tvm import relax
-
-    @relax.expr_functor.mutator
-    class _Rewriter(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if not isinstance(call.op, tvm.ir.Op) or call.op.name not in operators:
-                return call
-            rewritten = rewrite(self.builder_, call)
-            return call if rewritten is None else rewritten
-
-    @tvm.ir.transform.module_pass(opt_level=0, name=name)
-    def _pass(mod, _ctx):
-        rewriter = _Rewriter(mod)
-        for gv, func in mod.functions.items():
-            if isinstance(func, relax.Function):
-                rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
-        return rewriter.builder_.get()
-
-    return _pass
 
 
 def fusion_passes(target) -> list:

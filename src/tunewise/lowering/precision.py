@@ -11,7 +11,8 @@ of two activations in whole blocks (attention's, at sequence lengths that are mu
 where the products' inputs are read. Its step runs before
 the Winograd step, which it leaves the convolutions it does not take.
 
-A compiled model is checked against the framework's float32 outputs within its precision's :func:`tolerance`.
+A compiled model is checked against the framework's float32 outputs within its precision's tolerance
+(:func:`tunewise.tuning.kernel_checks.tolerance`).
 """
 
 from __future__ import annotations
@@ -33,17 +34,6 @@ framework's float32: a 6-layer encoder 0.7 %, a 50-layer ResNet with random weig
 bfloat16 on them 1.7 % and 14.3 %, bench/studies/bfloat16/findings.md). A kernel that computes something else
 errs by the order of the output's scale itself; the summary states the error and a classifier's arg-max
 agreement beside it."""
-
-
-def tolerance(precision: str) -> tuple[float, float]:
-    """``(rtol, atol)`` of a model computed in ``precision``: an output element ``got`` passes when
-    ``|got - want| <= atol * scale + rtol * |want|`` (``scale``: the largest magnitude of that output), as
-    :func:`tunewise.tuning.kernel_checks.close` checks."""
-    from tunewise.tuning import kernel_checks
-
-    if precision == "float32":
-        return kernel_checks.RTOL, kernel_checks.ATOL
-    return 0.0, BFLOAT16_TOLERANCE
 
 
 def check(precision: str, target) -> None:
@@ -172,7 +162,8 @@ def bfloat16_products():
     import tvm
     from tvm import relax
 
-    from tunewise.lowering import amx, graph
+    from tunewise.lowering import amx
+    from tunewise.lowering.rewriting import rewriting_pass
 
     def rewrite(builder, call):
         if not eligible(call):
@@ -210,7 +201,7 @@ def bfloat16_products():
             product = builder.emit(relax.op.strided_slice(product, [0, 1], [0, 0], [rows, columns]))
         return product if len(out_shape) == 2 else relax.op.memory.view(product, out_shape)
 
-    return graph.rewriting_pass(("relax.matmul", "relax.nn.conv2d"), rewrite, "BFloat16Products")
+    return rewriting_pass(("relax.matmul", "relax.nn.conv2d"), rewrite, "BFloat16Products")
 
 
 def products_of_two(builder, left, right):

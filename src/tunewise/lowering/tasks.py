@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from tunewise.lowering import graph
+from tunewise.lowering.rewriting import rewriting_pass
 from tunewise.tuning.estimate import model_latency
 
 
@@ -108,7 +109,7 @@ def _in_place_as_call_tir(mod):
             return None
         return relax.call_tir(gv, relax.Tuple(args[:len(args) - len(indices)]), call.ty_args[0])
 
-    return graph.rewriting_pass(("relax.call_tir_inplace",), rewrite, "InPlaceAsCallTIR")(mod)
+    return rewriting_pass(("relax.call_tir_inplace",), rewrite, "InPlaceAsCallTIR")(mod)
 
 
 def extract(imported, target, *, level: str | None = None, precision: str = "float32",

@@ -26,6 +26,15 @@ def scale(want: np.ndarray) -> float:
     return max(float(np.max(np.abs(want))), 1e-30) if want.size else 1.0
 
 
+def tolerance(precision: str) -> tuple[float, float]:
+    """``(rtol, atol)`` of a model computed in ``precision`` (:mod:`tunewise.lowering.precision`): float32's
+    :data:`RTOL` and :data:`ATOL`; bfloat16's relative to the output's scale alone
+    (:data:`tunewise.lowering.precision.BFLOAT16_TOLERANCE`)."""
+    from tunewise.lowering.precision import BFLOAT16_TOLERANCE, DEFAULT
+
+    return (RTOL, ATOL) if precision == DEFAULT else (0.0, BFLOAT16_TOLERANCE)
+
+
 def close(got: np.ndarray, want: np.ndarray, *, rtol: float = RTOL, atol: float = ATOL) -> bool:
     """Whether ``got`` has ``want``'s shape, is finite, and every element is within tolerance of ``want``'s."""
     if got.shape != want.shape or not np.all(np.isfinite(got)):
