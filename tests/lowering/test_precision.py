@@ -194,3 +194,25 @@ def test_a_batch_of_products_of_two_activations_computes_in_bfloat16_in_whole_bl
     rounded = lambda x: x.astype(ml_dtypes.bfloat16).astype(np.float64)  # noqa: E731
     want = rounded(a) @ rounded(b)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+
+
+def test_the_bfloat16_step_registers_every_amx_intrinsic_a_stored_record_may_name():
+    """A resumed run compiles records its search made in another process: in a fresh process the intrinsics
+    are unknown until the step runs, and known, every depth, after it."""
+    import subprocess
+    import sys
+
+    code = ("from tvm.s_tir import TensorIntrin\n"
+            "from tunewise.lowering import amx, precision\n"
+            "names = [f'tunewise_amx_bf16_32x32x{d}' for d in range(amx.STEP, amx.MAX_DEPTH + 1, amx.STEP)]\n"
+            "def known(name):\n"
+            "    try:\n"
+            "        TensorIntrin.get(name)\n"
+            "        return True\n"
+            "    except ValueError:\n"
+            "        return False\n"
+            "before = [known(n) for n in names]\n"
+            "precision.steps('bfloat16')\n"
+            "print(any(before), all(known(n) for n in names), len(names))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["False", "True", "12"], proc.stderr[-2000:]

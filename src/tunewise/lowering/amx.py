@@ -31,6 +31,9 @@ STEP = 32
 """The bfloat16 depth one ``TDPBF16PS`` consumes; an intrinsic's ``depth`` is a multiple of it."""
 BLOCK = 32
 """The rows and columns of an intrinsic's block: a product's rows and columns are multiples of it."""
+MAX_DEPTH = 384
+"""The deepest intrinsic a search tiles with (bench/studies/bfloat16/findings.md: 64 trials reach 1777-2050
+GFLOP/s on a 2-core Xeon, as fast as oneDNN's bfloat16); :func:`register_intrinsics` registers every depth."""
 
 _SYS_ARCH_PRCTL = 158  # x86-64
 _ARCH_REQ_XCOMP_PERM = 0x1023
@@ -167,3 +170,10 @@ def amx_bf16_intrinsic(depth: int) -> str:
     name = f"tunewise_amx_bf16_32x32x{depth}"
     TensorIntrin.register(name, *_functions(depth))
     return name
+
+
+def register_intrinsics() -> None:
+    """Register the intrinsic of every depth a search may tile with (multiples of :data:`STEP` up to
+    :data:`MAX_DEPTH`), so that any record of an AMX product applies in this process, whatever searched it."""
+    for depth in range(STEP, MAX_DEPTH + 1, STEP):
+        amx_bf16_intrinsic(depth)

@@ -56,10 +56,15 @@ def check(precision: str, target) -> None:
 
 
 def steps(precision: str) -> list[tuple[str, list]]:
-    """The graph steps (name, passes) that lower a float32 model to ``precision``, after the graph level's."""
+    """The graph steps (name, passes) that lower a float32 model to ``precision``, after the graph level's. For
+    bfloat16 the AMX intrinsics of every depth are registered first: a resumed run, a compilation from stored
+    records or a transfer applies records whose search ran in another process."""
     from tvm import relax
 
+    from tunewise.lowering import amx
+
     if precision == "bfloat16":
+        amx.register_intrinsics()
         return [(BFLOAT16_STEP, [bfloat16_products(), relax.transform.FoldConstant()])]
     return []
 

@@ -51,20 +51,16 @@ def generator(mod, target):
     return ms.space_generator.PostOrderApply(sch_rules=kind, postprocs=postprocs, mutator_probs=kind)
 
 
-AMX_MAX_DEPTH = 384
-"""The deepest AMX intrinsic a search tiles with (bench/studies/bfloat16/findings.md: 64 trials reach 1777-2050
-GFLOP/s on a 2-core Xeon, as fast as oneDNN's bfloat16)."""
-
-
 def amx_depth(mod, target) -> int | None:
     """The depth of the AMX intrinsic a task's search tiles with: for a task that reads an operand in AMX panels
     (:func:`tunewise.lowering.amx.panels`: of its bfloat16 arguments ending in 32 x 2, the one of most
     dimensions; the other operand, in pairs, has one fewer) on an llvm target, the largest multiple of
-    :data:`~tunewise.lowering.amx.STEP` up to :data:`AMX_MAX_DEPTH` that divides the product's depth; ``None``
+    :data:`~tunewise.lowering.amx.STEP` up to :data:`~tunewise.lowering.amx.MAX_DEPTH` that divides the
+    product's depth; ``None``
     for every other task."""
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    from tunewise.lowering.amx import BLOCK, STEP
+    from tunewise.lowering.amx import BLOCK, MAX_DEPTH, STEP
 
     if target.kind.name != "llvm":
         return None
@@ -74,7 +70,7 @@ def amx_depth(mod, target) -> int | None:
     if panels is None:
         return None
     depth = 2 * panels[-3]
-    return max(d for d in range(STEP, min(depth, AMX_MAX_DEPTH) + 1, STEP) if depth % d == 0)
+    return max(d for d in range(STEP, min(depth, MAX_DEPTH) + 1, STEP) if depth % d == 0)
 
 
 def amx_generator(depth: int):
