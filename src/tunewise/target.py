@@ -160,6 +160,8 @@ def resolve(spec=None):
 ISA_CLASSES = ("amx", "avx512-vnni", "avx512", "avx2")
 """The CPU instruction-set classes knowledge is kept apart by (bundled records, pretrained cost models),
 richest first: records tuned for one class are used only on targets of that class."""
+AMX_BF16 = ("amx-tile", "amx-bf16")
+"""The LLVM features of AMX's bfloat16 products: what ISA class ``amx`` and precision bfloat16 need."""
 
 
 def isa_class(target) -> str | None:
@@ -171,7 +173,7 @@ def isa_class(target) -> str | None:
     if target.kind.name != "llvm":
         return None
     features = set(codegen.llvm_get_cpu_features(target))
-    if {"amx-tile", "amx-bf16"} <= features:
+    if set(AMX_BF16) <= features:
         return "amx"
     if "avx512f" in features:
         return "avx512-vnni" if features & {"avx512vnni", "avx512bf16"} else "avx512"

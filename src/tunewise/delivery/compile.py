@@ -305,7 +305,11 @@ def verify(compiled: CompiledModel, inputs, reference, *, rtol: float = kernel_c
     ``atol * scale + rtol * |expected|``, where ``scale`` is the largest magnitude of that reference output
     (:func:`tunewise.tuning.kernel_checks.close`).
     """
-    outputs = compiled(*inputs)
+    return _compared(compiled(*inputs), reference, rtol=rtol, atol=atol)
+
+
+def _compared(outputs, reference, *, rtol: float, atol: float) -> float:
+    """:func:`verify` of ``outputs`` (a compiled model's, numpy arrays) against ``reference``."""
     if len(outputs) != len(reference):
         raise VerificationError(f"compiled model returns {len(outputs)} outputs, reference {len(reference)}")
     worst = 0.0
@@ -334,8 +338,9 @@ def accuracy(compiled: CompiledModel, model) -> dict:
     rtol, atol = kernel_checks.tolerance(model.precision)
     worst, agree, rows = 0.0, 0, 0
     for inputs, reference in ((model.inputs, model.reference_outputs), *model.samples):
-        worst = max(worst, verify(compiled, inputs, reference, rtol=rtol, atol=atol))
-        for got, want in zip(compiled(*inputs), reference, strict=True):
+        outputs = compiled(*inputs)
+        worst = max(worst, _compared(outputs, reference, rtol=rtol, atol=atol))
+        for got, want in zip(outputs, reference, strict=True):
             if want.ndim == 2 and want.shape[1] >= CLASSES and want.dtype.kind == "f":
                 agree += int((got.argmax(axis=1) == want.argmax(axis=1)).sum())
                 rows += want.shape[0]

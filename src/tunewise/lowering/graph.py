@@ -22,7 +22,7 @@ import math
 
 from tunewise.errors import InputError, UnsupportedOperatorError, message_line
 from tunewise.lowering import precision as precisions
-from tunewise.lowering.rewriting import rewriting_pass
+from tunewise.lowering.rewriting import OUT_EWISE_FUSABLE, rewriting_pass
 
 LEVELS = ("none", "decompose", "fold-bn", "nhwc", "prepack", "winograd")
 LAYOUT_STEP = "channels-last layout"
@@ -336,15 +336,13 @@ def winograd_convolutions():
     that fuses with its elementwise consumers (bias, activation) as the convolution did."""
     from tunewise.lowering import winograd
 
-    out_fusable = 4  # OpPatternKind.kOutEWiseFusable
-
     def rewrite(builder, call):
         if not winograd.eligible(call):
             return None
         padding = tuple(int(p) for p in call.attrs.padding)
         packed = builder.emit(builder.call_te(winograd.transformed_weight, call.args[1]))
         return builder.call_te(winograd.convolution, call.args[0], packed, padding,
-                               primfunc_name_hint="conv2d_winograd", primfunc_attrs={"op_pattern": out_fusable})
+                               primfunc_name_hint="conv2d_winograd", primfunc_attrs={"op_pattern": OUT_EWISE_FUSABLE})
 
     return rewriting_pass(("relax.nn.conv2d",), rewrite, "WinogradConvolutions")
 

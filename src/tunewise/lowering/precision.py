@@ -8,8 +8,8 @@ activation rounded to bfloat16 just before the product (a cast that fuses into t
 convolution's gathering of its input patches); the sums accumulated and returned in float32; so do the products
 of two activations in whole blocks (attention's, at sequence lengths that are multiples of 32). Everything else
 (normalisations, softmax, depthwise convolutions, elementwise arithmetic) stays float32, so rounding enters only
-where the products' inputs are read. Its step runs before
-the Winograd step, which it leaves the convolutions it does not take.
+where the products' inputs are read. Its step runs before the Winograd step, which it leaves the convolutions it
+does not take.
 
 A compiled model is checked against the framework's float32 outputs within its precision's tolerance
 (:func:`tunewise.tuning.kernel_checks.tolerance`).
@@ -22,24 +22,23 @@ from tunewise.errors import InputError, TargetError
 PRECISIONS = ("float32", "bfloat16", "float16")
 DEFAULT = "float32"
 BFLOAT16_STEP = "bfloat16 products"
-_AMX_FEATURES = ("amx-tile", "amx-bf16")
-_OUT_EWISE_FUSABLE = 4  # TVM's OpPatternKind.kOutEWiseFusable: its elementwise consumers fuse into it
-
 
 BFLOAT16_TOLERANCE = 0.25
 """The largest error a bfloat16 model's output element may have, as a fraction of the largest magnitude of that
 output in float32. bfloat16 keeps 8 significant bits: each product's inputs are rounded by up to 2^-9 of
-themselves, and a network adds such errors layer after layer, more the deeper it is (measured, against the
-framework's float32: a 6-layer encoder 0.7 %, a 50-layer ResNet with random weights 10.6 %; OpenVINO's
-bfloat16 on them 1.7 % and 14.3 %, bench/studies/bfloat16/findings.md). A kernel that computes something else
-errs by the order of the output's scale itself; the summary states the error and a classifier's arg-max
-agreement beside it."""
+themselves, and a network adds such errors layer after layer, more the deeper it is. Measured against the
+framework's float32 on 9 inputs (bench/precision.md): a 6-layer encoder 0.7 %, a 50-layer ResNet with random
+weights 15.2 %; OpenVINO's bfloat16 on them 1.7 % and 14.3 % (bench/studies/bfloat16/findings.md). A kernel
+that computes something else errs by the order of the output's scale itself; the summary states the error and
+a classifier's arg-max agreement beside it."""
 
 
 def check(precision: str, target) -> None:
     """Raise, with a one-line message, unless ``target`` (a ``tvm.target.Target``) can compute in ``precision``:
     :class:`InputError` for an unknown name, :class:`TargetError` naming what the target lacks."""
     from tvm.target import codegen
+
+    from tunewise.target import AMX_BF16
 
     if precision not in PRECISIONS:
         raise InputError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISIONS)}")
@@ -49,7 +48,7 @@ def check(precision: str, target) -> None:
     if precision == "bfloat16":
         if target.kind.name != "llvm":
             raise TargetError(f"precision bfloat16 is for CPUs with AMX; target {target.kind.name} is not one")
-        missing = [f for f in _AMX_FEATURES if f not in set(codegen.llvm_get_cpu_features(target))]
+        missing = [f for f in AMX_BF16 if f not in set(codegen.llvm_get_cpu_features(target))]
         if missing:
             raise TargetError(f"precision bfloat16 needs a CPU with AMX tiles for bfloat16, and this target lacks "
                               f"{', '.join(missing)} (its CPU: {target.attrs.get('mcpu', 'generic')})")
@@ -168,7 +167,7 @@ def bfloat16_products():
     from tvm import relax
 
     from tunewise.lowering import amx
-    from tunewise.lowering.rewriting import rewriting_pass
+    from tunewise.lowering.rewriting import OUT_EWISE_FUSABLE, rewriting_pass
 
     def rewrite(builder, call):
         if not eligible(call):
@@ -192,16 +191,15 @@ def bfloat16_products():
             lhs = relax.op.astype(x, "bfloat16")
             if padded[:2] != (rows, depth):
                 lhs = relax.op.nn.pad(relax.op.reshape(lhs, (rows, depth)), [0, padded[0] - rows, 0, padded[1] - depth])
-            pairs = builder.emit(relax.op.memory.view(builder.emit(lhs), (padded[0], padded[1] // 2, 2)))
         else:
-            matrix_rows = builder.emit(builder.call_te(patches, x, kernel, strides, padding, dilation, padded[0],
-                                                       padded[1], primfunc_name_hint="patches_bf16"))
-            pairs = builder.emit(relax.op.memory.view(matrix_rows, (padded[0], padded[1] // 2, 2)))
+            lhs = builder.call_te(patches, x, kernel, strides, padding, dilation, padded[0], padded[1],
+                                  primfunc_name_hint="patches_bf16")
+        pairs = builder.emit(relax.op.memory.view(builder.emit(lhs), (padded[0], padded[1] // 2, 2)))
         full = np.zeros(padded[1:], np.float32)
         full[:depth, :columns] = matrix
         product = builder.emit(builder.call_te(amx.product, pairs, relax.const(tvm.runtime.tensor(amx.panels(full))),
                                                primfunc_name_hint="matmul_bf16",
-                                               primfunc_attrs={"op_pattern": _OUT_EWISE_FUSABLE}))
+                                               primfunc_attrs={"op_pattern": OUT_EWISE_FUSABLE}))
         if (padded[0], padded[2]) != (rows, columns):
             product = builder.emit(relax.op.strided_slice(product, [0, 1], [0, 0], [rows, columns]))
         return product if len(out_shape) == 2 else relax.op.memory.view(product, out_shape)
@@ -216,10 +214,11 @@ def products_of_two(builder, left, right):
     from tvm import relax
 
     from tunewise.lowering import amx
+    from tunewise.lowering.rewriting import OUT_EWISE_FUSABLE
 
     *batch, rows, depth = _static_shape(left)
     pairs = builder.emit(relax.op.memory.view(builder.emit(relax.op.astype(left, "bfloat16")),
                                               (*batch, rows, depth // 2, 2)))
     panels = builder.emit(builder.call_te(amx.to_panels, right, primfunc_name_hint="panels_bf16"))
     return builder.call_te(amx.product, pairs, panels, primfunc_name_hint="batch_matmul_bf16",
-                           primfunc_attrs={"op_pattern": _OUT_EWISE_FUSABLE})
+                           primfunc_attrs={"op_pattern": OUT_EWISE_FUSABLE})

@@ -4,6 +4,10 @@ tunewise's own (:mod:`tunewise.lowering.graph`, :mod:`tunewise.lowering.precisio
 
 from __future__ import annotations
 
+OUT_EWISE_FUSABLE = 4
+"""TVM's ``OpPatternKind.kOutEWiseFusable``, the ``op_pattern`` of a function a rewrite emits that computes a
+product or a convolution: its elementwise consumers (bias, activation) fuse into it."""
+
 
 def rewriting_pass(operators: tuple[str, ...], rewrite, name: str):
     """A module pass named ``name`` that replaces each call of one of ``operators`` (Relax operator names) in

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from tunewise.lowering import graph
+from tunewise.lowering import precision as precisions
 from tunewise.lowering.rewriting import rewriting_pass
 from tunewise.tuning.estimate import model_latency
 
@@ -53,7 +54,7 @@ class ExtractedModel:
     task_mods: tuple[object, ...]
     level: str
     inputs: tuple = ()
-    precision: str = "float32"  # what the module computes in (tunewise.lowering.precision.PRECISIONS)
+    precision: str = precisions.DEFAULT  # what the module computes in (tunewise.lowering.precision.PRECISIONS)
     samples: tuple = ()  # further (inputs, reference outputs), tunewise.importing.frontend.SAMPLES
     reference_outputs: tuple = ()
     defaults_measured: bool = False
@@ -112,7 +113,7 @@ def _in_place_as_call_tir(mod):
     return rewriting_pass(("relax.call_tir_inplace",), rewrite, "InPlaceAsCallTIR")(mod)
 
 
-def extract(imported, target, *, level: str | None = None, precision: str = "float32",
+def extract(imported, target, *, level: str | None = None, precision: str = precisions.DEFAULT,
             measurer=None) -> ExtractedModel:
     """Optimise ``imported`` (a :class:`tunewise.importing.frontend.ImportedModel`) at graph level ``level`` (``None``:
     the target's, :func:`tunewise.lowering.graph.default_level`) in ``precision``
