@@ -2,13 +2,16 @@
 
 LLVM lowers TIR's ``exp``, ``log``, ``tanh`` and ``erf`` (and ``sigmoid``, which TVM writes with ``exp``) to one
 scalar libm call per element, even in a vectorised loop. :func:`vectorisable_transcendentals` rewrites every such
-call of a PrimFunc, on float32 and float16 (computed in float32), into range reduction and a polynomial (Cephes'
-``expf``, ``logf``, ``tanhf``; Eigen's rational ``erf``) with selects for the special values.
+call of a PrimFunc, on float32 and float16 (computed in float32): ``exp`` and ``log`` by range reduction and a
+polynomial (Cephes' ``expf``, ``logf``), ``erf`` by Eigen's rational function, ``sigmoid`` and ``tanh`` by one
+rational function of tunewise's, as cheap as a copy from memory. ``exp``, ``sigmoid``, ``tanh`` and ``erf`` hold no
+``Select``, so that MetaSchedule's ``AutoInline`` fuses them into the kernels producing their inputs.
 
-Accuracy in float32, in ulps at the true value (``tests/lowering/test_transcendentals.py``): ``exp`` and ``log``
-within 1, ``tanh`` 1.5, ``sigmoid`` 2.5, ``erf`` 6.5, denormal results included. NaN stays NaN; ``exp`` overflows
-to inf and underflows through the denormals to 0; ``sigmoid``, ``tanh`` and ``erf`` reach their limits at
-±inf; ``tanh(-0) = -0``; ``log(0) = -inf``, ``log(inf) = inf``, ``log`` of a negative number is NaN.
+Accuracy in float32 (``tests/lowering/test_transcendentals.py``): ``exp`` and ``log`` within 1 ulp at the true
+value, ``erf`` 6.5, denormal results included; ``sigmoid`` within 2.5e-7 of the truth everywhere (4 ulps of 1),
+``tanh`` 5e-7 (8 ulps of 1) and within 4 ulps for ``|x| < 0.5``. NaN stays NaN; ``exp`` overflows to inf and
+underflows through the denormals to 0; ``sigmoid`` is exactly 0 and 1, ``tanh`` and ``erf`` exactly -1 and 1, beyond
+±17, ±8.5 and ±4; ``tanh(-0) = -0``; ``log(0) = -inf``, ``log(inf) = inf``, ``log`` of a negative number is NaN.
 """
 
 from __future__ import annotations
@@ -25,17 +28,19 @@ _EXP_MAX, _EXP_MIN = 88.75, -104.0
 # Cephes logf: log(1 + f) = f - f^2 / 2 + f^3 * P(f) on sqrt(1/2) - 1 <= f < sqrt(2) - 1
 _LOG_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
           -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
-# Cephes tanhf: tanh(a) = a + a^3 * P(a^2) below 0.625, 1 - 2 / (exp(2a) + 1) above
-_TANH_P = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1)
-_TANH_SMALL = 0.625
+# sigmoid(x) - 1/2 = x P(x^2) / Q(x^2) on [-17.5, 17.5], fitted by tunewise (Lawson's weighted least squares,
+# P(0) = 1/4, sigmoid's slope at 0), within 2.4e-9 in float64 of the target ``(sigmoid(x) - 1/2)(1 + 2^-21
+# (x / 17.5)^8)``: above +-1/2 at the edges by 1e-7, so that the clamped result reaches exactly 0 and 1 there
+_SIGMOID_P = (-5.576107227e-18, 1.348299083e-14, -2.023037120e-11, 4.403201359e-08, 4.867298048e-05,
+              8.183700033e-03, 0.25)
+_SIGMOID_Q = (4.003780305e-06, 1.533706905e-03, 1.160681248e-01, 1.0)
+_SIGMOID_EDGE = 17.5
 # Eigen's float erf (TOPI's fast_erf): x P(x^2) / Q(x^2) on [-4, 4], where erf rounds to +-1 outside
 _ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
           -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
 _ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
           -1.42647390514189e-02)
 _ERF_EDGE = 4.0
-# below this, erf(x) = 2 x / sqrt(pi) within half an ulp, and the rational form would lose the denormals
-_ERF_SMALL, _TWO_BY_SQRT_PI = 2.0 ** -12, 1.1283791670955126
 
 
 def _f(value: float):
@@ -57,6 +62,14 @@ def _bits(pattern: int):
     return tvm.tirx.reinterpret("float32", _i(pattern))
 
 
+def _clamp(x, low: float, high: float):
+    """``x`` clamped to [low, high], NaN kept: TVM emits ``min(a, b)`` as ``a < b ? a : b``, which is ``b`` where
+    either is NaN, so ``x`` goes second."""
+    from tvm import tirx
+
+    return tirx.max(_f(low), tirx.min(_f(high), x))
+
+
 def _horner(coefficients, x):
     result = _f(coefficients[0])
     for c in coefficients[1:]:
@@ -75,35 +88,30 @@ def exp(x):
     """``exp`` of a float32 expression."""
     from tvm import tirx
 
-    clamped = tirx.max(tirx.min(x, _f(_EXP_MAX)), _f(_EXP_MIN))
+    clamped = _clamp(x, _EXP_MIN, _EXP_MAX)
     n = tirx.floor(clamped * _f(_LOG2E) + _f(0.5))
     r = clamped - n * _f(_LN2_HI) - n * _f(_LN2_LO)
     y = _horner(_EXP_P, r) * (r * r) + r + _f(1.0)
     k = n.astype("int32")
     half = tirx.shift_right(k, _i(1))
     # 2^k in two factors, each a normal float for k in [-150, 128]: one rounding into the denormals, inf above
-    result = y * _power_of_two(half) * _power_of_two(k - half)
-    return tirx.Select(tirx.isnan(x), x, result)
+    return y * _power_of_two(half) * _power_of_two(k - half)
+
+
+def _half_tanh(x, scale: float, edge: float):
+    """``sigmoid(scale x) - 1/2`` of a float32 expression, clamped to ``|x| <= edge``."""
+    clamped = _clamp(x, -edge, edge) * _f(scale)
+    return clamped * _horner(_SIGMOID_P, clamped * clamped) / _horner(_SIGMOID_Q, clamped * clamped)
 
 
 def sigmoid(x):
-    """``1 / (1 + exp(-x))`` of a float32 expression, from ``e = exp(-|x|)``: ``1 / (1 + e)`` from 0 up,
-    ``e / (1 + e)`` below (where ``exp(-x)`` would overflow and the result is a denormal)."""
-    from tvm import tirx
-
-    e = exp(-tirx.abs(x))
-    return tirx.Select(x >= _f(0.0), _f(1.0), e) / (_f(1.0) + e)
+    """``1 / (1 + exp(-x))`` of a float32 expression."""
+    return _clamp(_f(0.5) + _half_tanh(x, 1.0, _SIGMOID_EDGE), 0.0, 1.0)
 
 
 def tanh(x):
-    """``tanh`` of a float32 expression."""
-    from tvm import tirx
-
-    a = tirx.abs(x)
-    z = a * a
-    small = a + a * z * _horner(_TANH_P, z)
-    large = _f(1.0) - _f(2.0) / (exp(a + a) + _f(1.0))
-    return tirx.copysign(tirx.Select(a < _f(_TANH_SMALL), small, large), x)
+    """``tanh`` of a float32 expression, as ``2 sigmoid(2x) - 1``."""
+    return _clamp(_f(2.0) * _half_tanh(x, 2.0, _SIGMOID_EDGE / 2), -1.0, 1.0)
 
 
 def log(x):
@@ -129,13 +137,10 @@ def log(x):
 
 def erf(x):
     """``erf`` of a float32 expression."""
-    from tvm import tirx
-
-    clamped = tirx.max(tirx.min(x, _f(_ERF_EDGE)), _f(-_ERF_EDGE))
+    clamped = _clamp(x, -_ERF_EDGE, _ERF_EDGE)
     z = clamped * clamped
-    rational = clamped * _horner(_ERF_P, z) / _horner(_ERF_Q, z)
-    result = tirx.Select(tirx.abs(x) < _f(_ERF_SMALL), x * _f(_TWO_BY_SQRT_PI), rational)
-    return tirx.Select(tirx.isnan(x), x, result)
+    # the ratio first: a denormal x is then rounded once, by its product with about 2 / sqrt(pi)
+    return clamped * (_horner(_ERF_P, z) / _horner(_ERF_Q, z))
 
 
 _FORMULAS = {"tirx.exp": exp, "tirx.sigmoid": sigmoid, "tirx.tanh": tanh, "tirx.log": log, "tirx.erf": erf}
