@@ -160,7 +160,8 @@ def test_the_lowered_kernels_call_no_libm_function(host_target, monkeypatch, lev
 
 
 @pytest.mark.parametrize("activation", [torch.nn.SiLU(), torch.nn.Tanh(), torch.nn.GELU()])
-def test_every_design_space_fuses_the_activation_into_its_convolution(host_target, activation):
+def test_every_design_space_fuses_the_activation_into_its_convolution_and_calls_no_libm(host_target, activation):
+    import tvm
     from tvm import s_tir
     from tvm.s_tir import meta_schedule as ms
 
@@ -178,3 +179,7 @@ def test_every_design_space_fuses_the_activation_into_its_convolution(host_targe
         # the convolution and one block computing the activation of its tiles as it writes the output
         left = [space.get(b).name_hint for b in space.get_child_blocks(space.get_sblock("root"))]
         assert len([name for name in left if "pad" not in name]) == 2, left
+        # a candidate of the search, as it is measured: postprocessed (vectorised, parallel) and built
+        assert all(postproc.apply(space) for postproc in context.space_generator.postprocs)
+        built = tvm.tirx.build(space.mod, target=host_target)
+        assert LIBM_CALL.findall(built.inspect_source("asm")) == []

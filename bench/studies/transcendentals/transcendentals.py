@@ -13,16 +13,17 @@ Four parts, one JSON (with :mod:`provenance`):
   pattern (all signs and exponents, NaNs included) and on special values. The error of a result is in units in
   the last place of the float32 at the true value (float64 numpy, ``2^-149`` in the denormals): its maximum,
   where it is, and how many results are off by more than 1 ulp or wrong in kind (a NaN, an inf or a 0 where
-  the other is due). ``specials`` lists the results at NaN, ±inf, ±0, the overflow and underflow edges.
+  the other is due); and the largest absolute error, where it is. ``specials`` lists the results at NaN, ±inf,
+  ±0, the overflow and underflow edges.
 - ``loops``: SiLU, sigmoid, tanh, GELU and the exponent of a softmax on ``--elements`` floats, split by 16 and
   vectorised, one core: median time, libm lowering (``old``) against tunewise's (``new``).
 - ``probe``: ``silu(x) + sigmoid(x) / 2`` on a 1x96x112x112 input through tunewise's compilation, untuned and
   after ``--trials`` trials a task (``tunewise.job.workflow.tune``, its timing), with TVM's lowering of the
   transcendentals (``old``) and tunewise's (``new``).
 - ``epilogue``: a 1x1 convolution 16 -> 96 with its SiLU at 112x112 (an EfficientNet-B0 layer), extracted as
-  tunewise extracts it: whether MetaSchedule's design spaces inline the SiLU into the convolution's epilogue, and
-  whether its ``AutoInline`` would with ``Select`` allowed; then SiLU on as many floats against
-  ``x / (1 + x^2)`` (as much memory, one division), on all cores, vectorised by 16 and by 64.
+  tunewise extracts it: how many of the design spaces tunewise searches leave only the convolution and one block
+  computing the SiLU as it writes the output (the sigmoid inlined); then SiLU on as many floats against
+  ``x / (1 + x^2)`` (as much memory, one division) and a copy (``2 x``), on all cores, vectorised by 16 and 64.
 """
 
 from __future__ import annotations
@@ -132,14 +133,19 @@ def run(built, x: np.ndarray) -> np.ndarray:
 def accuracy(name: str, variant: str, target, stride: int) -> dict:
     chunk = 1 << 20
     built = kernel(name, variant, chunk, target)
-    worst = {"max_ulps": 0.0, "at": 0.0, "over_1_ulp": 0, "wrong_kind": 0, "wrong_kind_at": []}
+    worst = {"max_ulps": 0.0, "at": 0.0, "over_1_ulp": 0, "wrong_kind": 0, "wrong_kind_at": [], "max_abs": 0.0,
+             "max_abs_at": 0.0}
     for x in float_sweep(stride, chunk):
         with np.errstate(all="ignore"):
             got = run(built, np.resize(x, chunk))[:len(x)]
-            error = ulps(got, TRUTH[name](x.astype(np.float64)))
+            truth = TRUTH[name](x.astype(np.float64))
+            error = ulps(got, truth)
+            absolute = np.where(np.isinf(error) | ~np.isfinite(truth), -1, np.abs(got - truth))
         finite = np.where(np.isinf(error), -1, error)
         if finite.max() > worst["max_ulps"]:
             worst["max_ulps"], worst["at"] = float(finite.max()), float(x[np.argmax(finite)])
+        if absolute.max() > worst["max_abs"]:
+            worst["max_abs"], worst["max_abs_at"] = float(absolute.max()), float(x[np.argmax(absolute)])
         worst["over_1_ulp"] += int(np.sum(error > 1))
         worst["wrong_kind"] += int(np.sum(np.isinf(error)))
         worst["wrong_kind_at"] = (worst["wrong_kind_at"] + [float(v) for v in x[np.isinf(error)]])[:8]
@@ -210,7 +216,7 @@ def epilogue(target, number: int, repeat: int) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
     from tunewise.importing import frontend
-    from tunewise.lowering import tasks, transcendentals
+    from tunewise.lowering import spaces, tasks, transcendentals
 
     conv = torch.nn.Sequential(torch.nn.Conv2d(16, 96, 1), torch.nn.SiLU()).eval()
     x = torch.randn(1, 16, 112, 112, generator=torch.Generator().manual_seed(0))
@@ -220,28 +226,16 @@ def epilogue(target, number: int, repeat: int) -> dict:
     def blocks(sch) -> list[str]:
         return [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))]
 
-    sch = s_tir.Schedule(mod)
-    [sigmoid] = [name for name in blocks(sch) if "reinterpret" in sch.get(sch.get_sblock(name)).body.script()]
-    context = ms.TuneContext(mod, target=target, space_generator="post-order-apply")
-    spaces = context.space_generator.generate_design_space(mod)
-    result = {"sigmoid_block": sigmoid, "spaces": len(spaces),
-              "spaces_inlining_it": sum(sigmoid not in blocks(space) for space in spaces)}
-    # the CPU rule as the design spaces apply it, and its twin that lets a block holding a Select be inlined
-    [stock] = [r for r in context.space_generator.sch_rules if isinstance(r, ms.schedule_rule.AutoInline)]
-    select_allowed = ms.schedule_rule.AutoInline(
-        into_producer=stock.into_producer, into_consumer=stock.into_consumer,
-        inline_const_tensor=stock.inline_const_tensor, disallow_if_then_else=False,
-        require_injective=stock.require_injective, require_ordered=stock.require_ordered,
-        disallow_op=[op.name for op in stock.disallow_op])
-    for name, rule in (("stock", stock), ("select_allowed", select_allowed)):
-        sch = s_tir.Schedule(mod)
-        [after] = rule.apply(sch, sch.get_sblock(sigmoid))
-        result[f"auto_inline_{name}"] = "compute_inline" in str(after.trace)
+    context = ms.TuneContext(mod, target=target, space_generator=spaces.generator(mod, target), rand_state=0)
+    designs = context.generate_design_space()
+    result = {"blocks": blocks(s_tir.Schedule(mod)), "spaces": len(designs),
+              "spaces_blocks": [blocks(space) for space in designs],
+              "spaces_inlining_it": sum(len([b for b in blocks(space) if "pad" not in b]) == 2 for space in designs)}
     n = 96 * 112 * 112
     a = te.placeholder((n,), "float32", name="a")
     one = tirx.const(1.0, "float32")
     bodies = {"silu": lambda i: a[i] * transcendentals.sigmoid(a[i]),
-              "x/(1+x^2)": lambda i: a[i] / (one + a[i] * a[i])}
+              "x/(1+x^2)": lambda i: a[i] / (one + a[i] * a[i]), "copy": lambda i: a[i] * (one + one)}
     device = tvm.cpu()
     values = np.random.default_rng(0).normal(0, 4, n).astype(np.float32)
     arrays = [tvm.runtime.tensor(values, device), tvm.runtime.tensor(np.zeros_like(values), device)]
@@ -280,7 +274,7 @@ def main() -> None:
             result["accuracy"][name] = {v: accuracy(name, v, target, args.stride) for v in variants}
             for v, found in result["accuracy"][name].items():
                 print(name, v, {k: found[k] for k in ("calls", "max_ulps", "at", "over_1_ulp", "wrong_kind",
-                                                      "wrong_kind_at")}, flush=True)
+                                                      "wrong_kind_at", "max_abs", "max_abs_at")}, flush=True)
     if "loops" in parts:
         result["loops"] = loops(target, args.elements, args.number, args.repeat)
     if "probe" in parts:
