@@ -391,10 +391,14 @@ def lower(mod, target, level: str):
 def tir_rewrites(target) -> list:
     """The passes :func:`lower` ends with on the TIR functions for ``target``: on an LLVM (CPU) target, ``exp``,
     ``sigmoid``, ``tanh``, ``log`` and ``erf`` written in arithmetic that LLVM vectorises
-    (:func:`tunewise.lowering.transcendentals.vectorisable_transcendentals`) where it would call libm per element."""
-    from tunewise.lowering import transcendentals
+    (:func:`tunewise.lowering.transcendentals.vectorisable_transcendentals`) where it would call libm per element,
+    and the transposes that move the innermost axis marked for a search in tiles
+    (:func:`tunewise.lowering.transposes.annotate`)."""
+    from tunewise.lowering import transcendentals, transposes
 
-    return [transcendentals.vectorisable_transcendentals()] if target.kind.name == "llvm" else []
+    if target.kind.name != "llvm":
+        return []
+    return [transcendentals.vectorisable_transcendentals(), transposes.annotate()]
 
 
 def compile_pipeline(target, level: str):
