@@ -18,18 +18,15 @@ def moved_axis(func) -> int | None:
     """The position among the output's axes of the input's innermost axis, for a PrimFunc that is one block
     copying a tensor to a permutation of its axes where that axis is not the output's innermost; else None."""
     import tvm
-    from tvm import s_tir, tirx
+    from tvm import tirx
 
-    if not isinstance(func.body, s_tir.SBlockRealize):  # a function without a root block
+    block = _only_block(func)
+    if block is None or not isinstance(block.body, tirx.BufferStore):
         return None
-    sch = s_tir.Schedule(tvm.IRModule({"main": func}))
-    blocks = [sch.get(b) for b in sch.get_child_blocks(sch.get_sblock("root"))]
-    if len(blocks) != 1 or not isinstance(blocks[0].body, tirx.BufferStore):
-        return None
-    store = blocks[0].body
+    store = block.body
     load = store.value
-    variables = [v.var for v in blocks[0].iter_vars]
-    spatial = all(int(v.iter_type) == 0 for v in blocks[0].iter_vars)
+    variables = [v.var for v in block.iter_vars]
+    spatial = all(int(v.iter_type) == 0 for v in block.iter_vars)
     if (not isinstance(load, tvm.ir.expr.TensorLoad) or not spatial
             or not 2 <= len(variables) == len(store.indices) == len(load.indices)):
         return None
@@ -38,6 +35,18 @@ def moved_axis(func) -> int | None:
         return None
     position = next(k for k, i in enumerate(written) if i.same_as(read[-1]))
     return None if position == len(written) - 1 else position
+
+
+def _only_block(func):
+    """The one block inside ``func``'s root block, under its loops; None where there are others or none."""
+    from tvm import s_tir, tirx
+
+    if not isinstance(func.body, s_tir.SBlockRealize):
+        return None
+    body = func.body.block.body
+    while isinstance(body, tirx.For):
+        body = body.body
+    return body.block if isinstance(body, s_tir.SBlockRealize) else None
 
 
 def annotate():
@@ -51,8 +60,7 @@ def annotate():
         for gv, func in mod.functions.items():
             if isinstance(func, tvm.tirx.PrimFunc) and moved_axis(func) is not None:
                 sch = s_tir.Schedule(tvm.IRModule({"main": func}))
-                [block] = sch.get_child_blocks(sch.get_sblock("root"))
-                sch.annotate(block, "schedule_rule", RULE)
+                sch.annotate(sch.get_sblock(_only_block(func).name_hint), "schedule_rule", RULE)
                 updates[gv] = sch.mod["main"]
         for gv, func in updates.items():
             mod[gv] = func
