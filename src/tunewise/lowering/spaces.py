@@ -58,8 +58,7 @@ def amx_depth(mod, target) -> int | None:
     (:func:`tunewise.lowering.amx.panels`: of its bfloat16 arguments ending in 32 x 2, the one of most
     dimensions; the other operand, in pairs, has one fewer) on an llvm target, the largest multiple of
     :data:`~tunewise.lowering.amx.STEP` up to :data:`~tunewise.lowering.amx.MAX_DEPTH` that divides the
-    product's depth; ``None``
-    for every other task."""
+    product's depth; ``None`` for every other task."""
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
     from tunewise.lowering.amx import BLOCK, MAX_DEPTH, STEP
