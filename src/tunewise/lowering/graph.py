@@ -392,13 +392,14 @@ def tir_rewrites(target) -> list:
     """The passes :func:`lower` ends with on the TIR functions for ``target``: on an LLVM (CPU) target, ``exp``,
     ``sigmoid``, ``tanh``, ``log`` and ``erf`` written in arithmetic that LLVM vectorises
     (:func:`tunewise.lowering.transcendentals.vectorisable_transcendentals`) where it would call libm per element,
-    and the transposes that move the innermost axis marked for a search in tiles
-    (:func:`tunewise.lowering.transposes.annotate`)."""
-    from tunewise.lowering import transcendentals, transposes
+    the transposes that move the innermost axis marked for a search in tiles
+    (:func:`tunewise.lowering.transposes.annotate`), and the depthwise convolutions for a search of tiles held in
+    registers (:func:`tunewise.lowering.depthwise.annotate`)."""
+    from tunewise.lowering import depthwise, transcendentals, transposes
 
     if target.kind.name != "llvm":
         return []
-    return [transcendentals.vectorisable_transcendentals(), transposes.annotate()]
+    return [transcendentals.vectorisable_transcendentals(), transposes.annotate(), depthwise.annotate()]
 
 
 def compile_pipeline(target, level: str):

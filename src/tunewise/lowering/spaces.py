@@ -3,8 +3,8 @@ similarity that generates one.
 
 On a CPU, MetaSchedule's rules and postprocessors for the target (``llvm``), with one postprocessor of ours
 before them (:func:`aligned_vectorize`) and our rules for the blocks that name them (Winograd's transforms,
-transposes in tiles); a bfloat16 product on AMX (:func:`amx_depth`) has a space of its own, tiled around the
-AMX intrinsic (:func:`amx_generator`). On an NVIDIA GPU, its ``cuda`` rules, or its
+transposes in tiles, depthwise convolutions); a bfloat16 product on AMX (:func:`amx_depth`) has a space of its
+own, tiled around the AMX intrinsic (:func:`amx_generator`). On an NVIDIA GPU, its ``cuda`` rules, or its
 ``cuda-tensorcore`` rules where the task reads 16-bit floats: tensor cores compute only on 16-bit inputs here,
 and the tensor-core rules need the CUDA tensor intrinsics registered, a slow import that a float32 model
 has no use for.
@@ -37,10 +37,11 @@ def generator(mod, target):
     (registering the CUDA tensor intrinsics first when they are used, and our own rules)."""
     from tvm.s_tir import meta_schedule as ms
 
-    from tunewise.lowering import transposes, winograd
+    from tunewise.lowering import depthwise, transposes, winograd
 
     winograd.register_rules()
     transposes.register_rules()
+    depthwise.register_rules()
     depth = amx_depth(mod, target)
     if depth is not None:
         return amx_generator(depth)
