@@ -393,13 +393,16 @@ def tir_rewrites(target) -> list:
     ``sigmoid``, ``tanh``, ``log`` and ``erf`` written in arithmetic that LLVM vectorises
     (:func:`tunewise.lowering.transcendentals.vectorisable_transcendentals`) where it would call libm per element,
     the transposes that move the innermost axis marked for a search in tiles
-    (:func:`tunewise.lowering.transposes.annotate`), and the depthwise convolutions for a search of tiles held in
-    registers (:func:`tunewise.lowering.depthwise.annotate`)."""
-    from tunewise.lowering import depthwise, transcendentals, transposes
+    (:func:`tunewise.lowering.transposes.annotate`), the depthwise convolutions for a search of tiles held in
+    registers (:func:`tunewise.lowering.depthwise.annotate`), and the costly elementwise blocks a broadcast reads
+    kept from being inlined into it (:func:`tunewise.lowering.broadcasts.annotate`), after the arithmetic that
+    makes them costly."""
+    from tunewise.lowering import broadcasts, depthwise, transcendentals, transposes
 
     if target.kind.name != "llvm":
         return []
-    return [transcendentals.vectorisable_transcendentals(), transposes.annotate(), depthwise.annotate()]
+    return [transcendentals.vectorisable_transcendentals(), transposes.annotate(), depthwise.annotate(),
+            broadcasts.annotate()]
 
 
 def compile_pipeline(target, level: str):
